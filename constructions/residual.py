@@ -1,0 +1,45 @@
+"""Named residual directions for hand-written constructions (tracr-style): allocate, then address by name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from witness.ir import Basis
+
+
+class ResidualLayout:
+    """Hands out residual directions in allocation order; `basis()` freezes the labels."""
+
+    def __init__(self) -> None:
+        self._labels: list[str] = []
+
+    def scalar(self, label: str) -> int:
+        self._labels.append(label)
+        return len(self._labels) - 1
+
+    def group(self, name: str, width: int) -> np.ndarray:
+        """Directions name[0] .. name[width-1]; returns their indices (empty for width 0)."""
+        return np.array([self.scalar(f"{name}[{k}]") for k in range(width)], dtype=np.int64)
+
+    @property
+    def width(self) -> int:
+        return len(self._labels)
+
+    def basis(self) -> Basis:
+        return Basis(tuple(self._labels))
+
+
+def code_width(count: int) -> int:
+    """Bits needed to give each of `count` values its own code (0 when there is only one value)."""
+    return (count - 1).bit_length()
+
+
+def pm1_codes(values: np.ndarray, width: int) -> np.ndarray:
+    """±1 binary codes, shape values.shape + (width,): entry k is +1 where bit k of the value is 1, else -1.
+
+    Two different values below 2**width differ in at least one bit, so their codes' inner product is at most
+    width - 2; a code's inner product with itself is width.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    bits = (values[..., None] >> np.arange(width, dtype=np.int64)) & 1
+    return (2 * bits - 1).astype(np.float64)

@@ -1,0 +1,1 @@
+"""Verification: checkers, certificates, precision search, and the failure search."""

@@ -1,0 +1,94 @@
+"""Weights files: `.npz` whose array keys are TransformerLens state-dict names, plus a JSON header.
+
+The header (array `__witness_header__`, UTF-8 JSON bytes) carries the task, its parameters, the construction,
+the claimed format, the basis labels, the layer structure and every array's shape. Files are read with
+`allow_pickle=False`; anything truncated, malformed or inconsistent with its own header is a FileFormatError.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from witness.errors import FileFormatError, WitnessError
+from witness.ir import Basis, Meta, Network, network_from_state
+
+HEADER_KEY = "__witness_header__"
+FILE_KIND = "witness-network"
+FILE_VERSION = 1
+
+
+def header(network: Network) -> dict[str, Any]:
+    meta = network.meta
+    return {
+        "kind": FILE_KIND,
+        "version": FILE_VERSION,
+        "task": meta.task,
+        "params": meta.params,
+        "construction": meta.construction,
+        "claimed_format": meta.claimed_format,
+        "notes": meta.notes,
+        "basis": list(network.basis.labels),
+        "structure": network.structure(),
+        "shapes": {name: list(array.shape) for name, array in network.state_dict().items()},
+    }
+
+
+def save(network: Network, path: str | Path) -> None:
+    """Write `network` to `path` (.npz); the file name is used as given."""
+    encoded = np.frombuffer(json.dumps(header(network)).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as handle:
+        np.savez(handle, **network.state_dict(), **{HEADER_KEY: encoded})
+
+
+def load(path: str | Path) -> Network:
+    """Read a network written by `save`; every problem with the file is one FileFormatError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileFormatError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise FileFormatError(f"{path}: not a readable .npz weights file ({exc})") from None
+    if HEADER_KEY not in arrays:
+        raise FileFormatError(f"{path}: no {HEADER_KEY} entry; not written by witness")
+    try:
+        head = json.loads(arrays.pop(HEADER_KEY).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
+    return network_from_file_parts(head, arrays, str(path))
+
+
+def network_from_file_parts(head: Any, arrays: dict[str, np.ndarray], where: str) -> Network:
+    """Check a decoded header against the arrays and build the network (shared by every file format)."""
+    if not isinstance(head, dict) or head.get("kind") != FILE_KIND:
+        raise FileFormatError(f"{where}: header does not describe a {FILE_KIND}")
+    if head.get("version") != FILE_VERSION:
+        raise FileFormatError(f"{where}: file version {head.get('version')!r}, this witness reads {FILE_VERSION}")
+    shapes = head.get("shapes")
+    if not isinstance(shapes, dict):
+        raise FileFormatError(f"{where}: header has no array shapes")
+    if set(shapes) != set(arrays):
+        missing, extra = sorted(set(shapes) - set(arrays)), sorted(set(arrays) - set(shapes))
+        raise FileFormatError(f"{where}: arrays do not match the header (missing {missing[:5]}, extra {extra[:5]})")
+    for name, array in arrays.items():
+        if list(array.shape) != shapes[name]:
+            raise FileFormatError(f"{where}: {name} has shape {list(array.shape)}, header says {shapes[name]}")
+        if array.dtype.kind not in "fiu":
+            raise FileFormatError(f"{where}: {name} has non-numeric dtype {array.dtype}")
+    try:
+        meta = Meta(task=head.get("task"), params=dict(head.get("params") or {}),
+                    construction=head.get("construction"), claimed_format=head.get("claimed_format"),
+                    notes=dict(head.get("notes") or {}))
+        network = network_from_state(arrays, head.get("structure"), Basis(tuple(head.get("basis") or ())), meta)
+        network.task  # validates the task parameters named in the header
+    except FileFormatError as exc:
+        raise FileFormatError(f"{where}: {exc}") from None
+    except (WitnessError, TypeError, ValueError) as exc:
+        raise FileFormatError(f"{where}: inconsistent network ({exc})") from None
+    return network
