@@ -22,12 +22,13 @@ Codes: entry k of code(v) is +1 if bit k of v is set, else -1, so <code(u), code
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from constructions.residual import ResidualLayout, code_width, pm1_codes
 from witness.errors import ParameterError
-from witness.ir import MLP, Attention, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.tasks import Composition
 
 NAME = "composition"
@@ -44,13 +45,57 @@ def attention_scale(prompt_length: int) -> int:
     return max(1, math.ceil(math.log(4 * (prompt_length - 1)) / 2))
 
 
-def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
-    """The (L+1)-layer network; its readout at the last position is the answer token id i_L."""
+@dataclass(frozen=True)
+class CodeRule:
+    """What one class of positions (or tokens) puts into one group of residual directions.
+
+    `source` is `constant` (the value `constant` in the group's one direction), `address_low` / `address_high`
+    (the ±1 code of the table entry's address a: low = a for z_1, else a mod N_{l-2}; high = a div N_{l-2}),
+    `value` (the ±1 code of a value token's id) or `digit` (the ±1 code of the query digit w_`digit`). Codes fill
+    the group's first `width` directions.
+    """
+
+    group: str
+    source: str
+    width: int = 1
+    constant: float = 1.0
+    digit: int = 0
+
+
+@dataclass(frozen=True)
+class EmbeddingClass:
+    """A segment of positions (`z0` .. `zL`, `w`) or a kind of token (`value`, `query`) and what it embeds."""
+
+    name: str
+    rules: tuple[CodeRule, ...]
+
+
+@dataclass(frozen=True)
+class Description:
+    """The network without its big tables: the small per-layer weights, plus the embedding and unembedding as
+    rules per class of positions and tokens. `materialise` builds the tables from these rules, so a description
+    and the network built from it cannot disagree; `verify.parametric` reasons about the rules instead, at sizes
+    (tables of 2^64 entries) no table could be built for."""
+
+    task: Composition
+    basis: Basis
+    layers: tuple[Layer, ...]
+    beta: int
+    C: int
+    positions: tuple[EmbeddingClass, ...]
+    tokens: tuple[EmbeddingClass, ...]
+    readout_group: str  # logit_v = <code(v), readout_group>
+
+    def params(self) -> dict:
+        return self.task.params()
+
+
+def describe(L: int, m: int, n=(), layout: str = "paper") -> Description:
+    """The construction's parametric description (see `Description`); `build` materialises it."""
     task = Composition(L, m, tuple(n), layout)
     if task.layout != "paper":
         raise ParameterError("the composition construction reads w from the last token, which the `paper` layout "
                              f"puts there; layout {task.layout!r} is not supported")
-    sizes = task.domain_sizes
     V = task.value_vocab
     b_V = max(1, code_width(V))
     b_w = [code_width(n_l) for n_l in task.n]  # b_w[l-1] = code width of w_l
@@ -67,35 +112,26 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
     slot = {l: res.group(f"R{l}", b_V) for l in range(L + 1)}
     d_model = res.width
 
-    # -- embedding ---------------------------------------------------------------------------------------
-    n_ctx = task.prompt_length
-    W_pos = np.zeros((n_ctx, d_model))  # [n_ctx, d_model]
-    W_pos[:, one] = 1.0
-    W_pos[task.segment("z0").start, type_dir[0]] = 1.0
+    # -- embedding rules ----------------------------------------------------------------------------------
+    # z_1 is addressed by i_0 alone; z_l (l >= 2) by (w_{l-1}, i_{l-1}) = (a div N_{l-2}, a mod N_{l-2}).
+    positions = [EmbeddingClass("z0", (CodeRule("one", "constant"), CodeRule("type:z0", "constant")))]
     for l in range(1, L + 1):
-        seg = task.segment(f"z{l}")
-        rows = np.arange(seg.start, seg.stop)
-        address = np.arange(seg.length)
-        W_pos[rows, type_dir[l]] = 1.0
-        # z_1 is addressed by i_0 alone; z_l (l >= 2) by (w_{l-1}, i_{l-1}) = (a div N_{l-2}, a mod N_{l-2}).
-        low = address if l == 1 else address % sizes[l - 2]
-        W_pos[np.ix_(rows, idx_v)] = pm1_codes(low, b_V)
+        rules = [CodeRule("one", "constant"), CodeRule(f"type:z{l}", "constant"),
+                 CodeRule("idx_v", "address_low", b_V)]
         if l >= 2 and b_w[l - 2]:
-            W_pos[np.ix_(rows, idx_w[: b_w[l - 2]])] = pm1_codes(address // sizes[l - 2], b_w[l - 2])
-
-    W_E = np.zeros((task.vocab_size, d_model))  # [d_vocab, d_model]
-    W_E[:V, val] = pm1_codes(np.arange(V), b_V)
-    query_digits = task.decode_query(np.arange(task.query_count))
-    for l in range(1, L):
-        if b_w[l - 1]:
-            W_E[np.ix_(np.arange(V, task.vocab_size), w_dir[l])] = pm1_codes(query_digits[l - 1], b_w[l - 1])
+            rules.append(CodeRule("idx_w", "address_high", b_w[l - 2]))
+        positions.append(EmbeddingClass(f"z{l}", tuple(rules)))
+    positions.append(EmbeddingClass("w", (CodeRule("one", "constant"),)))
+    tokens = (EmbeddingClass("value", (CodeRule("val", "value", b_V),)),
+              EmbeddingClass("query", tuple(CodeRule(f"w{l}", "digit", b_w[l - 1], digit=l)
+                                            for l in range(1, L) if b_w[l - 1])))
 
     # -- attention: one head per layer -------------------------------------------------------------------
     # Head dimensions: 0 = block indicator, 1..b_w_max = address high part, then b_V = address low part.
     # Values use head dimensions 0..b_V-1 for the value code.
     d_head = 1 + b_w_max + b_V
     head_type, head_w, head_v = 0, 1 + np.arange(b_w_max), 1 + b_w_max + np.arange(b_V)
-    beta = attention_scale(n_ctx)
+    beta = attention_scale(task.prompt_length)
     # C: the block indicator's weight. The query's address part has ±beta entries on b = b_{l-1} + b_V head
     # dimensions; a key outside block l carries at most ±1 on those dimensions and 0 indicator, so it scores at
     # most beta * b, while the target scores C + beta * b. C = 2 beta gives those keys the 2 beta gap. Inside
@@ -123,18 +159,61 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
         layers.append(Layer(attention, _sign_mlp(d_model, fetch, slot[l])))
 
     # -- readout: logit_v = <code(v), R_L> = b_V - 2 hamming(v, i_L); the answer wins by 2 ------------------
-    W_U = np.zeros((d_model, V))  # [d_model, d_vocab_out]
-    W_U[slot[L], :] = pm1_codes(np.arange(V), b_V).T
-    readout = Readout(W_U, np.zeros(V), read="last")
+    return Description(task, res.basis(), tuple(layers), beta, C, tuple(positions), tokens, f"R{L}")
 
+
+def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
+    """The (L+1)-layer network; its readout at the last position is the answer token id i_L."""
+    description = describe(L, m, n, layout)
     meta = Meta(
-        task=task.name,
-        params=task.params(),
+        task=description.task.name,
+        params=description.task.params(),
         construction=NAME,
         claimed_format="fp64",
-        notes={"beta": beta, "C": C, "fetch_threshold": 0.5, "off_target_mass_bound": 0.25},
+        notes={"beta": description.beta, "C": description.C, "fetch_threshold": 0.5, "off_target_mass_bound": 0.25},
     )
-    return Network(Embedding(W_E, W_pos), tuple(layers), readout, res.basis(), meta)
+    W_E, W_pos, W_U = materialise(description)
+    V = description.task.value_vocab
+    return Network(Embedding(W_E, W_pos), description.layers, Readout(W_U, np.zeros(V), read="last"),
+                   description.basis, meta)
+
+
+def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """W_E [d_vocab, d_model], W_pos [n_ctx, d_model] and W_U [d_model, V] from the description's rules."""
+    task, basis = description.task, description.basis
+    d_model = len(basis)
+    sizes = task.domain_sizes
+    V = task.value_vocab
+
+    def write(table: np.ndarray, rows: np.ndarray, rule: CodeRule, codes_of) -> None:
+        if rule.source == "constant":
+            table[rows, basis.index(rule.group)] = rule.constant
+        else:
+            table[np.ix_(rows, basis.group(rule.group)[: rule.width])] = pm1_codes(codes_of(rule), rule.width)
+
+    W_pos = np.zeros((task.prompt_length, d_model))  # [n_ctx, d_model]
+    for position_class in description.positions:
+        seg = task.segment(position_class.name)
+        rows = np.arange(seg.start, seg.stop)
+        address = np.arange(seg.length)
+        l = int(seg.name[1:]) if seg.name.startswith("z") else 0
+        low = address if l <= 1 else address % sizes[max(l - 2, 0)]
+        high = address // sizes[l - 2] if l >= 2 else np.zeros_like(address)
+        for rule in position_class.rules:
+            write(W_pos, rows, rule, lambda r: low if r.source == "address_low" else high)
+
+    W_E = np.zeros((task.vocab_size, d_model))  # [d_vocab, d_model]
+    query_digits = task.decode_query(np.arange(task.query_count))
+    token_rows = {"value": np.arange(V), "query": np.arange(V, task.vocab_size)}
+    for token_class in description.tokens:
+        rows = token_rows[token_class.name]
+        for rule in token_class.rules:
+            write(W_E, rows, rule, lambda r: rows if r.source == "value" else query_digits[r.digit - 1])
+
+    W_U = np.zeros((d_model, V))  # [d_model, d_vocab_out]
+    slot = basis.group(description.readout_group)
+    W_U[slot, :] = pm1_codes(np.arange(V), len(slot)).T
+    return W_E, W_pos, W_U
 
 
 def _sign_mlp(d_model: int, fetch: np.ndarray, target: np.ndarray) -> MLP:

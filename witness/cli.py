@@ -13,8 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from verify import check
-from witness.errors import InputError, ParameterError, WitnessError
+from verify import check, precision
+from verify import certificate as certificates
+from verify.certify import certify
+from verify.dataflow import draw as draw_dataflow
+from verify.parametric import certify_composition
+from verify.result import Status
+from verify.search import bounds as theorem_bounds
+from witness.arith import Arithmetic, Format, arithmetic, parse_format
+from witness.arith.formats import FORMAT_SYNTAX
+from witness.arith.semantics import SEMANTICS
+from witness.errors import InputError, WitnessError
+from witness.execute import run as execute_run
 from witness.io import load
 from witness.registry import builder, compile, construction_names
 
@@ -66,47 +76,73 @@ def cmd_compile(args: argparse.Namespace, extra: list[str]) -> None:
           f"d_model {network.d_model}")
 
 
+# -- number format and semantics: shared by every command that runs a network ---------------------------------
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", metavar="FMT",
+                        help=f"number format, {FORMAT_SYNTAX}; default: the network's claimed format (fp64 if none)")
+
+
+def add_arithmetic_options(parser: argparse.ArgumentParser) -> None:
+    """`--format FMT --semantics SEM`; read them back with `arithmetic_from_args`."""
+    add_format_option(parser)
+    parser.add_argument("--semantics", default="strict", metavar="SEM",
+                        help=f"rounding semantics, one of {', '.join(SEMANTICS)} (default strict: every operation "
+                             "rounded, as on p-bit hardware)")
+
+
+def format_from_args(args: argparse.Namespace, network) -> Format:
+    return parse_format(args.format or network.meta.claimed_format or "fp64")
+
+
+def arithmetic_from_args(args: argparse.Namespace, network) -> Arithmetic:
+    return arithmetic(format_from_args(args, network), args.semantics)
+
+
 # -- run ----------------------------------------------------------------------------------------------------
 def parse_tokens(text: str) -> np.ndarray:
     try:
         return np.array([int(part) for part in text.split(",")], dtype=np.int64)
-    except ValueError:
-        raise InputError(f"--tokens must be comma-separated integers, got {text!r}") from None
+    except (ValueError, OverflowError):  # OverflowError: an id beyond int64
+        raise InputError(f"--tokens must be comma-separated 64-bit integers, got {text!r}") from None
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> None:
     network = load(args.file)
     if (args.tokens is None) == (args.random is None):
         raise CliError("give exactly one of --tokens or --random")
+    arith = arithmetic_from_args(args, network)
     if args.tokens is not None:
         tokens = parse_tokens(args.tokens)
         if network.task is not None:
             network.task.check_tokens(tokens)
-        output = network.run(tokens)
+        predictions = execute_run(network, tokens, arith).predictions[0]
+        output = int(predictions[0]) if network.readout.read == "last" else [int(v) for v in predictions]
         _emit(args, {"output": output}, str(output) if isinstance(output, int) else " ".join(map(str, output)))
         return
     if args.random < 1:
         raise CliError(f"--random must be at least 1, got {args.random}")
-    result = check.sampled(network, args.random, args.seed)
+    result = check.sampled(network, args.random, args.seed, arith)
     correct = result.checked - result.failures
     payload = {"correct": correct, "total": result.checked, "seed": args.seed, **result.arithmetic}
     if result.counterexample is not None:
         payload["counterexample"] = {k: v for k, v in result.as_dict()["counterexample"].items() if k != "trace"}
     _emit(args, payload, f"{correct}/{result.checked} random inputs correct (seed {args.seed}, "
-                         f"{result.arithmetic['format']})")
+                         f"{result.arithmetic['format']} {result.arithmetic['semantics']})")
 
 
 # -- inspect ------------------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
     network = load(args.file)
-    budget = network.budget()
+    fmt = format_from_args(args, network)
+    budget = network.budget(fmt.bits)
     layers = []
     for l, layer in enumerate(network.layers):
         attn = layer.mixer
         layers.append({"index": l, "mixer": attn.kind, "causal": attn.causal, "H": attn.n_heads,
                        "d_head": attn.d_head, "mlp": None if layer.mlp is None else layer.mlp.d_mlp})
     payload = {"task": network.meta.task, "params": network.meta.params, "construction": network.meta.construction,
-               "claimed_format": network.meta.claimed_format, "layers": layers, "n_ctx": network.n_ctx,
+               "claimed_format": network.meta.claimed_format, "format": fmt.name, "layers": layers,
+               "n_ctx": network.n_ctx,
                **budget.as_dict()}
     lines = [f"task {network.meta.task} {network.meta.params}  construction {network.meta.construction}",
              f"context {network.n_ctx} tokens, vocabulary {network.d_vocab} -> {network.d_vocab_out}"]
@@ -115,8 +151,176 @@ def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
         causal = "causal" if entry["causal"] else "bidirectional"
         lines.append(f"  blocks.{entry['index']}: {causal} {entry['mixer']} H={entry['H']} "
                      f"d_head={entry['d_head']}, {mlp}")
-    lines += ["budget (p = bits of " + str(network.meta.claimed_format or "fp64") + "):", budget.table()]
+    lines += [f"budget (p = bits of {fmt.name}):", budget.table()]
+    if args.tokens is not None and args.plot is None:
+        raise CliError("--tokens chooses the input to draw and needs --plot")
+    if args.plot is not None:
+        write_overview_plot(network, args.plot, args.tokens)
+        payload["plot"] = args.plot
+        lines.append(f"wrote {args.plot}")
+    if args.graph is not None:
+        try:
+            draw_dataflow(network, args.graph)
+        except ImportError:
+            raise CliError("--graph needs matplotlib: pip install 'witness[plots]'") from None
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--graph {args.graph}: cannot write ({getattr(exc, 'strerror', None) or exc})") from None
+        payload["graph"] = args.graph
+        lines.append(f"wrote {args.graph}")
     _emit(args, payload, "\n".join(lines))
+
+
+def write_overview_plot(network, path: str, tokens_text: str | None) -> None:
+    """`witness.plots.overview` of one input (given, else the task's first seeded random one) saved to `path`."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: never open a window, even where a display exists
+        from witness import plots
+    except ImportError:
+        raise CliError("--plot needs matplotlib: pip install 'witness[plots]'") from None
+    if tokens_text is not None:
+        tokens = parse_tokens(tokens_text)
+        if network.task is not None:
+            network.task.check_tokens(tokens)
+    elif network.task is not None:
+        tokens = network.task.random_tokens(0, 1)[0]
+    else:
+        tokens = np.arange(network.n_ctx) % network.d_vocab
+    figure = plots.overview(network, tokens)
+    try:
+        figure.savefig(path, dpi=110)
+    except (OSError, ValueError) as exc:  # a missing folder, or a suffix matplotlib cannot write
+        raise CliError(f"--plot {path}: cannot write ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+# -- bounds -------------------------------------------------------------------------------------------------
+def cmd_bounds(args: argparse.Namespace, extra: list[str]) -> None:
+    shape = None if args.shape is None else theorem_bounds.HeadShape(*args.shape)
+    if args.Hdp is None and shape is None:
+        raise CliError("give --Hdp or --shape H d p")
+    Hdp = shape.Hdp if args.Hdp is None else args.Hdp
+    n, network_Hdp = args.n, None
+    if args.format is not None and args.network is None:
+        raise CliError("--format sets the p of --network's budget and needs --network")
+    if args.network is not None:  # a solving network: its prompt length and its budget, as `inspect` reports it
+        network = load(args.network)
+        task = network.task
+        if task is None or task.name != "composition" or task.L != args.L:
+            raise CliError(f"--network must hold a composition network with L = {args.L}, got {network.meta.task} "
+                           f"{network.meta.params}")
+        if n is not None and n != task.prompt_length:
+            raise CliError(f"--n {n} differs from the network's prompt length {task.prompt_length}")
+        n, network_Hdp = task.prompt_length, network.budget(format_from_args(args, network).bits).Hdp
+    report = theorem_bounds.bounds(args.L, Hdp, n, B=args.B, shape=shape, network_Hdp=network_Hdp)
+    _emit(args, report.as_dict(), report.text())
+
+
+# -- verify, min-precision ---------------------------------------------------------------------------------
+EXIT_FALSIFIED = 1
+
+
+def result_payload(result) -> dict[str, Any]:
+    """status, format, semantics, p, method, checked, failures, counterexample (tokens, expected, output,
+    trace) and the method's detail (seed, budget, ...)."""
+    out = result.as_dict()
+    return {"status": out["status"], **out["arithmetic"], "method": out["method"], "checked": out["checked"],
+            "failures": out["failures"], "counterexample": out["counterexample"], "detail": out["detail"]}
+
+
+def result_text(result) -> str:
+    described = result.arithmetic
+    lines = [f"{result.status.value}: {result.method} check, {result.checked} inputs run, {result.failures} wrong "
+             f"({described['format']}, {described['semantics']}, p = {described['p']})"]
+    if result.counterexample is not None:
+        example = result.counterexample
+        lines.append(f"counterexample: tokens {','.join(map(str, example.tokens))}; expected {example.expected}, "
+                     f"got {example.output}")
+    return "\n".join(lines)
+
+
+def cmd_verify(args: argparse.Namespace, extra: list[str]) -> int:
+    """Exit status 0 when no failure was found (verified or unknown), 1 with a counterexample."""
+    network = load(args.file)
+    arith = arithmetic_from_args(args, network)
+    if args.max_examples is not None and not args.hypothesis:
+        raise CliError("--max-examples goes with --hypothesis")
+    if args.exhaustive:
+        result = check.exhaustive(network, arith)
+    elif args.samples is not None:
+        if args.samples < 1:
+            raise CliError(f"--samples must be at least 1, got {args.samples}")
+        result = check.sampled(network, args.samples, args.seed, arith)
+    else:
+        budget = check.DEFAULT_MAX_EXAMPLES if args.max_examples is None else args.max_examples
+        result = check.hypothesis_search(network, arith, budget, args.seed)
+    _emit(args, result_payload(result), result_text(result))
+    return EXIT_FALSIFIED if result.status is Status.FALSIFIED else 0
+
+
+def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
+    checker = precision.composition_checker(args.L, args.m, tuple(args.n), args.method)
+    found = precision.min_precision(checker, args.family, args.semantics, args.max_bits)
+    payload = found.as_dict()
+    payload["method"] = args.method
+    if found.p is None:
+        text = (f"unknown: {args.method} verifies no {args.family} format of at most {args.max_bits} bits under "
+                f"{args.semantics} ({len(found.trials)} checks)")
+    else:
+        split = ", ".join(f"{name} {bits}" for name, bits in found.split.items())
+        below = "; ".join(f"{trial.format} {trial.status}" for trial in found.below) or "no runnable split"
+        text = (f"p* = {found.p}: {found.format} ({split}) {args.method}-verified under {args.semantics}\n"
+                f"at p* - 1 = {found.p - 1}: {below}")
+    _emit(args, payload, text)
+
+
+# -- certify, check-certificate ---------------------------------------------------------------------------
+def cmd_certify(args: argparse.Namespace, extra: list[str]) -> int:
+    """`certify FILE` or `certify composition --L .. --m .. --n ..`; writes the certificate with --out."""
+    if args.L is not None or args.target == "composition" and args.m is not None:
+        if args.target != "composition" or args.L is None or args.m is None:
+            raise CliError("the parametric form is: certify composition --L L --m M [--n N_1 .. N_{L-1}]")
+        result = certify_composition(args.L, args.m, tuple(args.n), parse_format(args.format or "fp64"),
+                                     args.semantics)
+    else:
+        if args.n:
+            raise CliError("--n belongs to the parametric form: certify composition --L L --m M --n ...")
+        network = load(args.target)
+        result = certify(network, arithmetic_from_args(args, network))
+    certificate = result.detail.get("certificate")
+    if args.out is not None:
+        if certificate is None:
+            raise CliError(f"no certificate to write: {result.status.value} ({result.detail.get('reason')})")
+        try:
+            with open(args.out, "w", encoding="utf-8") as handle:
+                json.dump(certificate, handle)
+        except OSError as exc:
+            raise CliError(f"--out {args.out}: cannot write ({exc.strerror})") from None
+    payload = {"status": result.status.value, **result.arithmetic, "method": "certify",
+               "reason": result.detail.get("reason"), "inputs_log2": result.detail.get("inputs_log2"),
+               "certificate": args.out}
+    text = f"{result.status.value}: certify ({result.arithmetic['format']}, {result.arithmetic['semantics']})"
+    if result.status is Status.VERIFIED:
+        layers = certificate["layers"]
+        text += (f", every input of the family (2^{payload['inputs_log2']:.4g} inputs), {len(layers)} layers; "
+                 f"worst readout margin {certificate['readout']['worst_margin']}")
+    else:
+        text += f": {payload['reason']}"
+    if args.out is not None:
+        text += f"\nwrote {args.out}"
+    _emit(args, payload, text)
+    return EXIT_FALSIFIED if result.status is Status.FALSIFIED else 0
+
+
+def cmd_check_certificate(args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 0 when the certificate is confirmed; a mismatch is a CertificateError (one line, exit 2)."""
+    certificate = certificates.load_certificate(args.certificate)
+    network = load(args.file) if args.file is not None else None
+    summary = certificates.check_certificate(certificate, network)
+    payload = {"status": "confirmed", "format": certificate["format"], "semantics": certificate["semantics"],
+               **summary}
+    _emit(args, payload, f"confirmed: {args.certificate} ({certificate['format']}, {certificate['semantics']}, "
+                         f"{summary['layers']} layers)")
 
 
 # -- wiring -------------------------------------------------------------------------------------------------
@@ -139,9 +343,63 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--tokens", help="comma-separated token ids")
     cmd.add_argument("--random", type=int, help="run this many random instances and count the correct ones")
     cmd.add_argument("--seed", type=int, default=0)
+    add_arithmetic_options(cmd)
 
     cmd = command("inspect", cmd_inspect, "print a saved network's layers and budget")
     cmd.add_argument("file")
+    add_format_option(cmd)
+    cmd.add_argument("--plot", metavar="PNG", help="also draw the residual stream (labelled) and attention of one "
+                                                   "input to this image file (needs matplotlib)")
+    cmd.add_argument("--tokens", help="with --plot: the input to draw, comma-separated (default: a random one)")
+    cmd.add_argument("--graph", metavar="PNG", help="also draw the dataflow graph (which block reads and writes which "
+                                                    "residual direction) to this image file")
+
+    cmd = command("bounds", cmd_bounds, "the theorems' thresholds for depth L and budget Hdp, evaluated exactly")
+    cmd.add_argument("--L", type=int, required=True, help="composition depth")
+    cmd.add_argument("--Hdp", type=int, help="heads x head dimension x bits")
+    cmd.add_argument("--shape", type=int, nargs=3, metavar=("H", "d", "p"), help="the budget's factors")
+    cmd.add_argument("--n", type=int, help="prompt length: adds the bounds at this n and the 2-Sum scales")
+    cmd.add_argument("--B", type=int, help="block size of (B,k)-sparse attention (with --n)")
+    cmd.add_argument("--network", help="a composition network file: sets n, and reports its Hdp beside the bounds")
+    add_format_option(cmd)  # the p of the network's Hdp
+
+    cmd = command("verify", cmd_verify, "check a saved network on every input, on samples, or by Hypothesis search")
+    cmd.add_argument("file")
+    add_arithmetic_options(cmd)
+    how = cmd.add_mutually_exclusive_group(required=True)
+    how.add_argument("--exhaustive", action="store_true", help="every input of the family (verified or falsified)")
+    how.add_argument("--samples", type=int, metavar="K", help="K seeded random inputs (falsified or unknown)")
+    how.add_argument("--hypothesis", action="store_true",
+                     help="Hypothesis search, shrinking a failure to a minimal input (falsified or unknown)")
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--max-examples", type=int, metavar="N",
+                     help=f"inputs Hypothesis generates (default {check.DEFAULT_MAX_EXAMPLES})")
+
+    cmd = command("min-precision", cmd_min_precision,
+                  "the smallest bit count p at which a construction is verified, per format family")
+    cmd.add_argument("construction", choices=["composition"])
+    cmd.add_argument("--L", type=int, required=True)
+    cmd.add_argument("--m", type=int, required=True)
+    cmd.add_argument("--n", type=int, nargs="*", default=[], help="n_1 .. n_{L-1}")
+    cmd.add_argument("--family", required=True, choices=sorted(precision.FAMILIES))
+    cmd.add_argument("--semantics", required=True, choices=SEMANTICS)
+    cmd.add_argument("--method", default="certify", choices=precision.METHODS,
+                     help="certify (default; any size) or exhaustive (every input; small families only)")
+    cmd.add_argument("--max-bits", type=int, default=64, help="largest p tried")
+
+    cmd = command("certify", cmd_certify, "prove that a network (or the composition construction at any size) "
+                                          "answers every input; write a JSON certificate")
+    cmd.add_argument("target", help="a network file, or `composition` with --L --m --n for the parametric proof")
+    add_arithmetic_options(cmd)
+    cmd.add_argument("--L", type=int, help="composition depth (parametric form)")
+    cmd.add_argument("--m", type=int, help="seed range (parametric form)")
+    cmd.add_argument("--n", type=int, nargs="*", default=[], help="n_1 .. n_{L-1} (parametric form)")
+    cmd.add_argument("--out", metavar="JSON", help="write the certificate here")
+
+    cmd = command("check-certificate", cmd_check_certificate,
+                  "re-check a certificate independently against the network it names")
+    cmd.add_argument("certificate")
+    cmd.add_argument("file", nargs="?", help="the network file (not needed for a parametric certificate)")
     return parser
 
 
@@ -151,14 +409,14 @@ def main(argv: list[str] | None = None) -> int:
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "compile":
             raise CliError(f"unrecognised arguments: {' '.join(extra)}")
-        args.handler(args, extra)
+        code = args.handler(args, extra) or 0
     except WitnessError as exc:
         print(f"witness: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("witness: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -83,11 +83,12 @@ def run(network: Network, tokens: Any, arith: Arithmetic = FLOAT64, trace: bool 
 
 
 def unique_argmax(logits: np.ndarray) -> np.ndarray:
-    """Argmax over the last axis, or -1 where the maximum is attained more than once (a tie is a failure)."""
+    """Argmax over the last axis, or -1 where the maximum is attained more than once (a tie is a failure) or any
+    logit is NaN (numpy's argmax would pick the NaN, which could happen to be the right answer)."""
     best = logits.argmax(axis=-1)
     top = np.take_along_axis(logits, best[..., None], axis=-1)
     ties = (logits == top).sum(axis=-1) > 1
-    return np.where(ties, -1, best)
+    return np.where(ties | np.isnan(logits).any(axis=-1), -1, best)
 
 
 def _record(hooks: dict[str, np.ndarray] | None, name: str, value: np.ndarray) -> None:

@@ -1,6 +1,7 @@
-"""Weights files: `.npz` whose array keys are TransformerLens state-dict names, plus a JSON header.
+"""Weights files: `.npz` or `.safetensors` whose array keys are TransformerLens state-dict names, plus a JSON header.
 
-The header (array `__witness_header__`, UTF-8 JSON bytes) carries the task, its parameters, the construction,
+The header (in .npz the array `__witness_header__` of UTF-8 JSON bytes, in .safetensors the metadata entry of that
+name) carries the task, its parameters, the construction,
 the claimed format, the basis labels, the layer structure and every array's shape. Files are read with
 `allow_pickle=False`; anything truncated, malformed or inconsistent with its own header is a FileFormatError.
 """
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 from witness.errors import FileFormatError, WitnessError
 from witness.ir import Basis, Meta, Network, network_from_state
@@ -20,6 +23,7 @@ from witness.ir import Basis, Meta, Network, network_from_state
 HEADER_KEY = "__witness_header__"
 FILE_KIND = "witness-network"
 FILE_VERSION = 1
+SAFETENSORS_SUFFIX = ".safetensors"
 
 
 def header(network: Network) -> dict[str, Any]:
@@ -39,17 +43,28 @@ def header(network: Network) -> dict[str, Any]:
 
 
 def save(network: Network, path: str | Path) -> None:
-    """Write `network` to `path` (.npz); the file name is used as given."""
-    encoded = np.frombuffer(json.dumps(header(network)).encode("utf-8"), dtype=np.uint8)
-    with open(path, "wb") as handle:
-        np.savez(handle, **network.state_dict(), **{HEADER_KEY: encoded})
+    """Write `network` to `path`: safetensors when the name ends in `.safetensors` (the header JSON is then the
+    metadata entry HEADER_KEY), .npz otherwise; the file name is used as given."""
+    encoded = json.dumps(header(network))
+    try:
+        with open(path, "wb") as handle:
+            if Path(path).suffix == SAFETENSORS_SUFFIX:
+                handle.write(safetensors.numpy.save(dict(network.state_dict()), metadata={HEADER_KEY: encoded}))
+            else:
+                header_bytes = np.frombuffer(encoded.encode("utf-8"), dtype=np.uint8)
+                np.savez(handle, **network.state_dict(), **{HEADER_KEY: header_bytes})
+    except OSError as exc:  # a missing folder, no permission, a full disk: the user's to fix, so one line
+        raise FileFormatError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 def load(path: str | Path) -> Network:
-    """Read a network written by `save`; every problem with the file is one FileFormatError naming it."""
+    """Read a network written by `save` (.npz or, by its suffix, .safetensors); every problem with the file is
+    one FileFormatError naming it."""
     path = Path(path)
     if not path.is_file():
         raise FileFormatError(f"{path}: no such file")
+    if path.suffix == SAFETENSORS_SUFFIX:
+        return _load_safetensors(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
@@ -60,6 +75,22 @@ def load(path: str | Path) -> Network:
     try:
         head = json.loads(arrays.pop(HEADER_KEY).tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
+    return network_from_file_parts(head, arrays, str(path))
+
+
+def _load_safetensors(path: Path) -> Network:
+    try:
+        with safetensors.safe_open(path, framework="numpy") as handle:
+            metadata = handle.metadata() or {}
+            arrays = {name: handle.get_tensor(name) for name in handle.keys()}
+    except (safetensors.SafetensorError, OSError, ValueError) as exc:
+        raise FileFormatError(f"{path}: not a readable .safetensors weights file ({exc})") from None
+    if HEADER_KEY not in metadata:
+        raise FileFormatError(f"{path}: no {HEADER_KEY} metadata entry; not written by witness")
+    try:
+        head = json.loads(metadata[HEADER_KEY])
+    except json.JSONDecodeError as exc:
         raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
     return network_from_file_parts(head, arrays, str(path))
 

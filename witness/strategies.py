@@ -5,6 +5,11 @@
 
     @given(ws.networks())
     def test_something(net_and_tokens): ...
+
+    @given(st.data())
+    def test_answers(data):
+        task = data.draw(ws.composition_tasks(max_L=2))
+        tokens = data.draw(ws.composition_tokens(task))
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.tasks import Composition, TwoSum
+from witness.tasks.composition import LAYOUTS
 
 
 @st.composite
@@ -52,3 +59,36 @@ def networks(draw, max_layers: int = 2, max_heads: int = 2, max_d_model: int = 6
     length = draw(st.integers(1, n_ctx))
     tokens = rng.integers(0, d_vocab, size=(batch, length))
     return network, tokens
+
+
+@st.composite
+def composition_tasks(draw, max_L: int = 3, max_m: int = 4, max_n: int = 3, layout: str | None = "paper"):
+    """A `Composition` with 1 <= L <= max_L, 1 <= m <= max_m and every n_l in [1, max_n]; `layout=None` draws
+    the layout too."""
+    L = draw(st.integers(1, max_L))
+    m = draw(st.integers(1, max_m))
+    n = tuple(draw(st.integers(1, max_n)) for _ in range(L - 1))
+    chosen = draw(st.sampled_from(LAYOUTS)) if layout is None else layout
+    return Composition(L, m, n, chosen)
+
+
+def composition_tokens(task: Composition, max_batch: int = 4):
+    """A batch [1..max_batch, prompt_length] of valid inputs of `task`, drawn position by position so that
+    Hypothesis shrinks each token towards the smallest id its position allows."""
+    radices, offsets = task.position_alphabets()
+    row = st.tuples(*(st.integers(int(low), int(low + size - 1)) for low, size in zip(offsets, radices)))
+    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))
+
+
+@st.composite
+def two_sum_tasks(draw, max_n: int = 6, max_M: int = 6, causal: bool | None = None):
+    """A `TwoSum` with 2 <= n <= max_n, 2 <= M <= max_M, any target t in [M]; `causal=None` draws the variant."""
+    M = draw(st.integers(2, max_M))
+    chosen = draw(st.booleans()) if causal is None else causal
+    return TwoSum(draw(st.integers(2, max_n)), M, draw(st.integers(0, M - 1)), chosen)
+
+
+def two_sum_tokens(task: TwoSum, max_batch: int = 4):
+    """A batch [1..max_batch, n] of valid inputs of `task`."""
+    row = st.lists(st.integers(0, task.M - 1), min_size=task.n, max_size=task.n)
+    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))

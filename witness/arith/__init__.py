@@ -60,4 +60,10 @@ class Arithmetic:
 
 FLOAT64 = Arithmetic()
 
-__all__ = ["Arithmetic", "FLOAT64"]
+# After Arithmetic: the semantics subclass it.
+from witness.arith.formats import (BF16, EXACT, FP16, FP32, FP64, Exact, Fixed, Float,  # noqa: E402
+                                   Format, parse_format)
+from witness.arith.semantics import SEMANTICS, arithmetic, rounded_weights_report  # noqa: E402
+
+__all__ = ["Arithmetic", "FLOAT64", "Float", "Fixed", "Exact", "Format", "FP16", "BF16", "FP32", "FP64", "EXACT",
+           "parse_format", "arithmetic", "rounded_weights_report", "SEMANTICS"]

@@ -155,6 +155,9 @@ class Composition:
         if len(inst.tables) != self.L or len(inst.w) != self.L - 1:
             raise InputError(f"instance has {len(inst.tables)} tables and {len(inst.w)} query parts; {self} needs "
                              f"{self.L} and {self.L - 1}")
+        entries = (inst.z0, *inst.w, *(value for table in inst.tables for value in table))
+        if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in entries):
+            raise InputError("instance entries (seed, table values, query parts) must be integers")
         if not 0 <= inst.z0 < self.m:
             raise InputError(f"seed z_0 = {inst.z0} is outside [0, {self.m})")
         for l, table in enumerate(inst.tables, start=1):
@@ -194,7 +197,7 @@ class Composition:
         return CompositionInstance(int(row[self.segment("z0").start]), tables, w)
 
     # -- batches of token sequences ----------------------------------------------------------------------
-    def _position_alphabets(self) -> tuple[np.ndarray, np.ndarray]:
+    def position_alphabets(self) -> tuple[np.ndarray, np.ndarray]:
         """Per position: the number of allowed token ids and the smallest one."""
         radices = np.empty(self.prompt_length, dtype=np.int64)
         offsets = np.zeros(self.prompt_length, dtype=np.int64)
@@ -212,7 +215,7 @@ class Composition:
     def check_tokens(self, tokens: Any) -> np.ndarray:
         """Validate tokens (one sequence or a batch); returns an int64 batch."""
         batch = as_token_batch(tokens, self.prompt_length, f"composition(L={self.L}, m={self.m}, n={list(self.n)})")
-        radices, offsets = self._position_alphabets()
+        radices, offsets = self.position_alphabets()
         check_token_ranges(batch, offsets, offsets + radices, "composition")
         return batch
 
@@ -232,7 +235,7 @@ class Composition:
         """`count` uniformly random inputs as a token batch (count, prompt_length), reproducible from `seed`."""
         rng = rng_from_seed(seed)
         count = check_int("count", count, 0)
-        radices, offsets = self._position_alphabets()
+        radices, offsets = self.position_alphabets()
         return rng.integers(0, radices, size=(count, self.prompt_length)) + offsets
 
     def random_instances(self, seed: int | np.random.Generator, count: int) -> list[CompositionInstance]:
@@ -244,5 +247,5 @@ class Composition:
 
     def enumerate_tokens(self, batch_size: int = 65536, limit: int = DEFAULT_ENUMERATION_LIMIT) -> Iterator[np.ndarray]:
         """Every input, in batches of token sequences (refuses families larger than `limit`)."""
-        radices, offsets = self._position_alphabets()
+        radices, offsets = self.position_alphabets()
         return enumerate_mixed_radix(radices, offsets, self.count(), batch_size, limit, f"composition{self.params()}")

@@ -1,0 +1,147 @@
+"""Minimal precision p* of the composition construction against prompt length: docs/min_precision.md and .png.
+
+    .venv/bin/python scripts/min_precision_table.py   # writes docs/min_precision.md and .png (about 6 minutes)
+
+The plot needs matplotlib (the `plots` extra).
+
+For L = 1 the prompt length is n = m + 2, so m = 2^k - 2 gives n = 2^k exactly. For every k, format family
+(float, fixed) and semantics (strict, theory) the script runs `verify.precision.min_precision` with certify as the
+checker: strict up to 2^--strict-max (certify on the materialised network), theory up to 2^--theory-max (the
+parametric certify, which never builds the tables). Each p* is verified by certify, and every split of p* - 1
+bits is not; the .md lists those checks' outcome and a least-squares slope of p* against log2 n per column. A
+size at which certify verifies no format is listed as unknown and left out of the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from verify import precision
+
+COLUMNS = [("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixed", "theory")]
+
+
+def measure(L: int, log2_n: int, family: str, semantics: str) -> precision.PrecisionResult:
+    m = 2**log2_n - 2
+    return precision.min_precision(precision.composition_checker(L, m, ()), family, semantics)
+
+
+def slope(points: list[tuple[int, int]]) -> float | None:
+    """Least-squares slope of p* against log2 n."""
+    if len(points) < 2:
+        return None
+    x, y = np.array(points, dtype=float).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strict-max", type=int, default=13, help="largest k = log2 n under strict semantics")
+    parser.add_argument("--theory-max", type=int, default=64, help="largest k = log2 n under theory semantics")
+    parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for min_precision.md and .png")
+    args = parser.parse_args(argv)
+
+    L = 1
+    table: dict[tuple[int, str, str], precision.PrecisionResult] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    for family, semantics in COLUMNS:
+        top = args.strict_max if semantics == "strict" else args.theory_max
+        start = time.perf_counter()
+        for k in range(4, top + 1):
+            result = measure(L, k, family, semantics)
+            table[(k, family, semantics)] = result
+            print(f"n = 2^{k:<3} {family:5} {semantics:6} p* = {result.p} ({result.format}), "
+                  f"{len(result.trials)} checks", file=sys.stderr)
+        seconds[(family, semantics)] = time.perf_counter() - start
+
+    ks = sorted({k for k, _, _ in table})
+    slopes = {column: slope([(k, table[(k, *column)].p) for k in ks
+                             if (k, *column) in table and table[(k, *column)].p is not None])
+              for column in COLUMNS}
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_markdown(args.out / "min_precision.md", L, ks, table, slopes, seconds)
+    write_plot(args.out / "min_precision.png", ks, table, slopes)
+    return 0
+
+
+def cell(result: precision.PrecisionResult | None) -> str:
+    if result is None:
+        return ""
+    if result.p is None:
+        return "unknown"
+    return f"{result.p} ({result.format})"
+
+
+def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
+    header = " | ".join(f"p* {family} {semantics}" for family, semantics in COLUMNS)
+    lines = [
+        "# Minimal precision of the composition construction",
+        "",
+        f"Regenerate with `.venv/bin/python scripts/min_precision_table.py` (L = {L}, m = n - 2, so the prompt "
+        "length n is a power of two). p* is the smallest total bit count p at which `verify.certify` proves the "
+        "compiled network answers **every** input; the format that reaches it is in parentheses (`float:M,E` = M "
+        "mantissa and E exponent bits, `fixed:I,F` = I integer and F fraction bits; p = 1 + M + E or 1 + I + F). "
+        "Strict sizes are certified on the materialised network; theory sizes by the parametric certifier, which "
+        "never builds the tables. In every row, every split of p* - 1 bits that the semantics can run was checked "
+        "too (counts below); `unknown` means certify verified no format of at most 64 bits at that size (certify is "
+        "sound, not complete: it says unknown rather than guess). Strict semantics runs float formats with at "
+        "most 24 mantissa and 9 exponent bits and fixed formats of at most 26 bits (`witness.arith.semantics`), "
+        "so under strict no wider format is tried. See `verify/precision.py` for what the search assumes and "
+        "what it shows.",
+        "",
+        f"| n | log2 n | {header} |",
+        "|---:|---:|" + "---:|" * len(COLUMNS),
+    ]
+    for k in ks:
+        cells = " | ".join(cell(table.get((k, *column))) for column in COLUMNS)
+        lines.append(f"| 2^{k} | {k} | {cells} |")
+    lines += ["", "Least-squares slope of p* against log2 n (bits per doubling of the prompt):", ""]
+    for column in COLUMNS:
+        family, semantics = column
+        fitted = "n/a" if slopes[column] is None else f"{slopes[column]:.3f}"
+        below = [trial.status for k in ks if (k, *column) in table for trial in table[(k, *column)].below]
+        lines.append(f"* {family} {semantics}: slope {fitted}; {len(below)} checks at p* - 1, "
+                     f"{sum(status == 'verified' for status in below)} verified; search took "
+                     f"{seconds[column]:.1f} s")
+    unknown = [(k, column) for k in ks for column in COLUMNS
+               if (k, *column) in table and table[(k, *column)].p is None]
+    if unknown:
+        lines += ["", "Where a cell says unknown, certify verified no format the semantics can run; its reason at "
+                      "the widest format tried (of those, the one with the most exponent or integer bits):", ""]
+        for k, column in unknown:
+            trials = table[(k, *column)].trials
+            widest = max(trials, key=lambda trial: (trial.p, trials.index(trial)))
+            lines.append(f"* n = 2^{k}, {column[0]} {column[1]}: {widest.format}: {widest.note or widest.status}")
+    lines += ["", "![p* against log2 n](min_precision.png)", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_plot(path: Path, ks, table, slopes) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for column, marker in zip(COLUMNS, "os^v"):
+        points = [(k, table[(k, *column)].p) for k in ks if (k, *column) in table and table[(k, *column)].p]
+        if points:
+            x, y = zip(*points)
+            fitted = "" if slopes[column] is None else f", slope {slopes[column]:.2f}"
+            axes.plot(x, y, marker=marker, label=f"{column[0]} {column[1]}{fitted}")
+    axes.set_xlabel("log2 n (prompt length n)")
+    axes.set_ylabel("p* (bits)")
+    axes.set_title("p* at which certify proves composition (L = 1)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""`theory` and `mixed` on hand-computed cases; the `arithmetic` factory; the rounded-weights report."""
+
+import numpy as np
+import pytest
+
+from witness.arith import FLOAT64, arithmetic, rounded_weights_report
+from witness.errors import OverflowInFormat, ParameterError
+from witness.execute import run
+from witness.ir import Attention, Basis, Embedding, Layer, Meta, Network, Readout
+
+
+def readout_network(W_E, W_pos, W_U, b_U) -> Network:
+    """No layers: logits = (W_E[t] + W_pos[i]) W_U + b_U at the last position."""
+    W_E = np.array(W_E, dtype=float)
+    return Network(Embedding(W_E, np.array(W_pos, dtype=float)), (),
+                   Readout(np.array(W_U, dtype=float), np.array(b_U, dtype=float)),
+                   Basis(tuple(f"x[{k}]" for k in range(W_E.shape[1]))), Meta())
+
+
+# float:3,4 keeps 3 fraction bits: 1 + 1/16 is a tie between 1 and 1 + 1/8 and rounds to the even 1.
+TIE_NETWORK = readout_network([[1.0]], [[0.0625]], [[1.0, 0.9375]], [0.0, 0.125])
+
+
+def test_the_four_arithmetics_on_a_hand_computed_readout():
+    # float64:  x = 1.0625; logits = [1.0625, 1.0625 * 0.9375 + 0.125 = 1.12109375] -> 1
+    # strict:   x = round(1.0625) = 1; logit 1 = round(0.9375 + 0.125) = round(1.0625) = 1 -> a tie, -1
+    # theory:   x = store(1.0625) = 1; the readout is exact inside: 0.9375 + 0.125 = 1.0625 -> 1
+    # mixed:    x = store(fp32 1.0625) = 1; the readout in fp32: 1.0625 exactly -> 1
+    expected = {"float64": ([1.0625, 1.12109375], 1), "strict": ([1.0, 1.0], -1), "theory": ([1.0, 1.0625], 1),
+                "mixed": ([1.0, 1.0625], 1)}
+    for semantics, (logits, prediction) in expected.items():
+        arith = FLOAT64 if semantics == "float64" else arithmetic("float:3,4", semantics)
+        outputs = run(TIE_NETWORK, [0], arith)
+        assert outputs.logits[0, 0].tolist() == logits, semantics
+        assert outputs.predictions[0, 0] == prediction, semantics
+
+
+def uniform_attention_network(values) -> Network:
+    """d_model 1, one causal head whose scores are all 0, so position i averages the first i + 1 values."""
+    length = len(values)
+    zero, one = np.zeros((1, 1, 1)), np.ones((1, 1, 1))
+    attention = Attention.zeros_bias(zero, zero, one, one, causal=True)
+    return Network(Embedding(np.array(values, dtype=float)[:, None], np.zeros((length, 1))), (Layer(attention),),
+                   Readout(np.ones((1, 1)), np.zeros(1), read="all"), Basis(("x[0]",)), Meta())
+
+
+def test_theory_rounds_what_leaves_a_block_and_is_exact_inside():
+    network = uniform_attention_network([1.0, 1.125, 1.0])
+    outputs = run(network, [0, 1, 2], arithmetic("float:3,4", "theory"), trace=True)
+    # position 1: head output = (1 + 1.125) / 2 = 1.0625, stored as 1 (tie to even); x = 1.125 + 1 = 2.125,
+    #   stored as 2 (a tie between 2 and 2.25; 2 is even). position 2: (1 + 1.125 + 1) / 3 = 1.041666..., in
+    #   float64 inside the block, stored as 1; x = 1 + 1 = 2. position 0: 1 + 1 = 2.
+    assert outputs.trace["blocks.0.attn.hook_result"][0, 0, :, 0].tolist() == [1.0, 1.0, 1.0]
+    assert outputs.trace["blocks.0.hook_resid_mid"][0, :, 0].tolist() == [2.0, 2.0, 2.0]
+    # inside the block the pattern is not rounded: 1/3 in float64
+    assert outputs.trace["blocks.0.attn.hook_pattern"][0, 0, 2].tolist() == [1 / 3, 1 / 3, 1 / 3]
+
+
+def test_mixed_computes_inside_blocks_in_fp32_and_stores_in_the_format():
+    network = uniform_attention_network([1.0, 1.125, 1.0])
+    outputs = run(network, [0, 1, 2], arithmetic("float:3,4", "mixed"), trace=True)
+    third = float(np.float32(1 / 3))
+    assert outputs.trace["blocks.0.attn.hook_pattern"][0, 0, 2].tolist() == [third] * 3
+    assert outputs.trace["blocks.0.hook_resid_mid"][0, :, 0].tolist() == [2.0, 2.0, 2.0]
+    # fp32 accumulation: 1 + 2^-24 is a tie in fp32 and rounds to 1; float64 would keep it
+    mixed = arithmetic("fp16", "mixed")
+    assert mixed.matmul(np.array([[1.0, 2.0 ** -24]]), np.array([[1.0], [1.0]])).tolist() == [[1.0]]
+    assert mixed.sum(np.array([[1.0, 2.0 ** -23]]), axis=-1).tolist() == [[1.0 + 2.0 ** -23]]
+    assert mixed.store(np.array([1.0 + 2.0 ** -23])).tolist() == [1.0]  # fp16 keeps 10 fraction bits
+
+
+def test_theory_and_mixed_fixed_overflow_at_store():
+    with pytest.raises(OverflowInFormat, match="fixed:2,2 overflow in store"):
+        run(readout_network([[3.0]], [[2.0]], [[1.0]], [0.0]), [0], arithmetic("fixed:2,2", "theory"))
+
+
+def test_describe_names_format_semantics_and_bits():
+    assert arithmetic("fp16").describe() == {"format": "fp16", "semantics": "strict", "p": 16}
+    assert arithmetic("fixed:4,4", "theory").describe() == {"format": "fixed:4,4", "semantics": "theory", "p": 9}
+    assert arithmetic("bf16", "mixed").describe() == {"format": "bf16", "semantics": "mixed", "p": 16}
+
+
+@pytest.mark.parametrize("fmt,semantics,message", [
+    ("exact", "strict", "exact format cannot be executed"),
+    ("fp16", "fast", "unknown semantics"),
+    ("float:30,8", "strict", "strict semantics is implemented"),
+    ("fixed:20,20", "strict", "strict semantics is implemented"),
+    ("fp64", "mixed", "mixed semantics accumulates in fp32"),
+    ("float:3,9", "mixed", "mixed semantics accumulates in fp32"),
+    ("fp9", "strict", "unknown format"),
+])
+def test_arithmetic_refuses_what_it_cannot_run(fmt, semantics, message):
+    with pytest.raises(ParameterError, match=message):
+        arithmetic(fmt, semantics)
+
+
+def test_rounded_weights_report():
+    network = readout_network([[0.1, 1.0]], [[0.5, 2.0 ** -30]], [[1.0], [70000.0]], [0.0])
+    assert rounded_weights_report(network, "fp16") == {"embed.W_E": 1, "pos_embed.W_pos": 1, "unembed.W_U": 1}
+    assert rounded_weights_report(network, "fp64") == {}
+    with pytest.raises(OverflowInFormat, match="weights unembed.W_U"):
+        rounded_weights_report(network, "fixed:8,8")

@@ -1,0 +1,187 @@
+"""Minimal precision: the smallest number of bits p at which a checker verifies a network, per format family.
+
+A format family splits its p bits between range and precision: `float` into exponent and mantissa
+(p = 1 + exponent + mantissa), `fixed` into integer and fraction (p = 1 + integer + fraction). For every range
+width the search finds the smallest precision width that verifies, by bisection. Bisection assumes that more
+precision bits never turn a verified network into a failing one -- plausible, not a theorem -- so the result does
+not rest on it: at the reported p* every split of p* - 1 bits is checked as well, and if one of them verifies the
+search moves down to it. The report therefore *shows* "verified at p*, not verified in any split of p* - 1 bits";
+that no split below p* - 1 verifies is what the monotonicity assumption adds. Ties at p* go to the split with fewer
+range bits (fewer exponent bits, or fewer integer bits).
+
+A checker is any function `(format, semantics) -> Result`; `network_checker` and `composition_checker` build the
+usual ones (exhaustive or certify on a network, parametric certify of the composition construction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from verify import check
+from verify.certify import certify
+from verify.parametric import certify_composition
+from verify.result import Result, Status
+from witness.arith.formats import Fixed, Float
+from witness.arith.semantics import SEMANTICS, arithmetic
+from witness.errors import OverflowInFormat, ParameterError
+from witness.ir import Network
+from witness.registry import compile as compile_network
+
+Checker = Callable[[Any, str], Result]
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a format family splits its bits: `make(range_bits, precision_bits)`, and the widths its formats allow
+    (witness.arith.formats: a Float has exponent 2..11 and mantissa 1..52; a Fixed has 1..52 bits after the sign)."""
+
+    name: str
+    range_field: str
+    precision_field: str
+    range_widths: range
+
+    def make(self, range_bits: int, precision_bits: int):
+        kwargs = {self.range_field: range_bits, self.precision_field: precision_bits}
+        return (Float if self.name == "float" else Fixed)(**kwargs)
+
+    def precision_widths(self, range_bits: int) -> range:
+        if self.name == "float":
+            return range(1, 53)
+        return range(max(0, 1 - range_bits), 53 - range_bits)
+
+
+FAMILIES = {
+    "float": Family("float", "exponent", "mantissa", range(2, 12)),
+    "fixed": Family("fixed", "integer", "fraction", range(0, 53)),
+}
+METHODS = ("certify", "exhaustive")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of the checker: the format, its p, the status it returned, and `note`: the checker's stated reason
+    for not verifying (certify's `detail["reason"]`) or the overflow message."""
+
+    format: str
+    p: int
+    status: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PrecisionResult:
+    """`status` is verified when some format in the searched range verified; then `format`, `p` and `split` name
+    the minimal one, `below` lists the checker's status in every split of p - 1 bits the semantics can run and
+    `unrunnable` the splits it cannot. `trials` lists every check run, in order."""
+
+    status: Status
+    family: str
+    semantics: str
+    format: str | None
+    p: int | None
+    split: dict[str, int]
+    below: tuple[Trial, ...]
+    unrunnable: tuple[str, ...]
+    trials: tuple[Trial, ...]
+    max_bits: int
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ParameterError(f"family must be one of {sorted(FAMILIES)}, got {self.family!r}")
+        if (self.status is Status.VERIFIED) != (self.p is not None):
+            raise ParameterError("a verified precision result names its p, and only a verified one does")
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["status"] = self.status.value
+        out.update(out.pop("split"))  # mantissa/exponent or integer/fraction as top-level keys
+        return out
+
+
+def min_precision(checker: Checker, family: str, semantics: str, max_bits: int = 64) -> PrecisionResult:
+    """The smallest p <= max_bits at which `checker` verifies in `family` ("float" or "fixed") under `semantics`.
+
+    Only formats the semantics can run are tried (strict runs float formats with mantissa <= 24 and exponent
+    <= 9, fp64, and fixed formats with integer + fraction <= 25: see witness.arith.semantics); the splits of
+    p* - 1 bits it cannot run are listed in `unrunnable`.
+    """
+    if family not in FAMILIES:
+        raise ParameterError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    if semantics not in SEMANTICS:
+        raise ParameterError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    if isinstance(max_bits, bool) or not isinstance(max_bits, int) or max_bits < 2:
+        raise ParameterError(f"max_bits must be an integer >= 2, got {max_bits!r}")
+    spec = FAMILIES[family]
+    trials: dict[tuple[int, int], Trial] = {}
+
+    def runnable(range_bits: int, precision_bits: int) -> bool:
+        try:
+            arithmetic(spec.make(range_bits, precision_bits), semantics)
+        except ParameterError:
+            return False
+        return True
+
+    def verifies(range_bits: int, precision_bits: int) -> bool:
+        key = (range_bits, precision_bits)
+        if key not in trials:
+            fmt = spec.make(range_bits, precision_bits)
+            try:
+                result = checker(fmt, semantics)
+                trials[key] = Trial(fmt.name, fmt.bits, result.status.value, str(result.detail.get("reason", "")))
+            except OverflowInFormat as exc:
+                trials[key] = Trial(fmt.name, fmt.bits, Status.FALSIFIED.value, f"overflow: {exc}")
+        return trials[key].status == Status.VERIFIED.value
+
+    best: tuple[int, int] | None = None  # (range_bits, precision_bits)
+    for range_bits in spec.range_widths:
+        below_bits = max_bits + 1 if best is None else 1 + sum(best)
+        widths = [q for q in spec.precision_widths(range_bits) if 1 + range_bits + q < below_bits
+                  and runnable(range_bits, q)]
+        if not widths or not verifies(range_bits, widths[-1]):
+            continue
+        low, high = 0, len(widths) - 1  # widths[high] verifies; find the first that does, assuming monotonicity
+        while low < high:
+            middle = (low + high) // 2
+            if verifies(range_bits, widths[middle]):
+                high = middle
+            else:
+                low = middle + 1
+        best = (range_bits, widths[high])
+
+    below: list[tuple[int, int]] = []
+    while best is not None:
+        p = 1 + sum(best)
+        below = [(r, p - 2 - r) for r in spec.range_widths if p - 2 - r in spec.precision_widths(r)]
+        lower = [split for split in below if runnable(*split) and verifies(*split)]
+        if not lower:
+            break
+        best = lower[0]
+
+    if best is None:
+        return PrecisionResult(Status.UNKNOWN, family, semantics, None, None, {}, (), (), tuple(trials.values()),
+                               max_bits)
+    fmt = spec.make(*best)
+    split = {spec.range_field: best[0], spec.precision_field: best[1]}
+    return PrecisionResult(Status.VERIFIED, family, semantics, fmt.name, fmt.bits, split,
+                           tuple(trials[key] for key in below if key in trials),
+                           tuple(spec.make(*key).name for key in below if key not in trials),
+                           tuple(trials.values()), max_bits)
+
+
+def network_checker(network: Network, method: str) -> Checker:
+    """Check `network` by `method`: "exhaustive" (every input; small families only) or "certify"."""
+    if method == "exhaustive":
+        return lambda fmt, semantics: check.exhaustive(network, arithmetic(fmt, semantics))
+    if method == "certify":
+        return lambda fmt, semantics: certify(network, arithmetic(fmt, semantics))
+    raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def composition_checker(L: int, m: int, n=(), method: str = "certify") -> Checker:
+    """Check the composition construction for (L, m, n): "certify" reasons parametrically (no tables are
+    materialised, so m and n may be huge); "exhaustive" compiles the network and runs every input."""
+    if method == "certify":
+        return lambda fmt, semantics: certify_composition(L, m, tuple(n), fmt, semantics)
+    return network_checker(compile_network("composition", L=L, m=m, n=list(n)), method)

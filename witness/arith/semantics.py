@@ -1,0 +1,252 @@
+"""Rounding semantics (SPEC §3): `arithmetic(fmt, semantics)` gives the `Arithmetic` the executor runs under.
+
+* `strict` -- low-precision hardware, op by op. Every add, sub, multiply, divide and exp is rounded to the format;
+  `matmul` and `sum` accumulate in index order with a rounding after every multiply and every add (vectorised over
+  the other axes, a Python loop over the contraction index only); exp is correctly rounded. Bit-for-bit equal to
+  the MPFR reference `witness.arith.mpfr.reference_run` (tested).
+  Why float64 is enough: one +, -, x or / of two values of a format with P = mantissa + 1 <= 25 significant bits,
+  done in float64 (53 bits) and then rounded, is correctly rounded (53 >= 2P + 2, the innocuous double rounding
+  bound), provided float64 neither overflows nor underflows -- true for exponent fields of at most 9 bits. For a
+  fixed format with integer + fraction <= 25, products and sums are exact in float64 and a float64 quotient is
+  within 2^(I-53) of the true one, closer than any quotient of grid values gets to a rounding midpoint
+  (2^-(I+2F+1)); so float64 then grid rounding is again exact. fp64 itself is native float64. Other formats are
+  refused for `strict`, with the reason.
+  exp: float64 `np.exp` (long double for fp64) gives a candidate whose error is far below the assumed bound
+  `EXP_RELATIVE_ERROR`; where both ends of the candidate's error interval round to the same format value, that
+  value is the correctly rounded exp (rounding is monotone); the few entries near a rounding boundary are
+  recomputed with MPFR (`witness.arith.mpfr.exp_rounded`).
+* `theory` -- CPW's model: every vector leaving a block (`store`: the embedding, each head's output, each block's
+  output, the residual stream after each block) is rounded to the format; weights are rounded once. Inside a
+  block the model is *exact*; here that is approximated by plain float64 (numpy's own summation order), which is
+  not exact. A statement about all inputs under `theory` must come from the sound certifier in `verify`, which
+  recomputes margins with rigorous arithmetic; runs under this semantics are a fast approximation of it.
+* `mixed` -- GPU-kernel style: weights and every vector leaving a block are stored in the format, while the
+  arithmetic inside a block (projections, scores, softmax, dot products) is done in fp32, op by op with index-order
+  accumulation (i.e. `strict` at fp32). It needs a format whose values are all fp32 values.
+
+Fixed formats raise `OverflowInFormat` naming the operation and the first offending index. The executor marks
+masked attention scores with -inf (outside any format); arithmetic on such an entry is exact in the extended
+reals (-inf - top = -inf, exp(-inf) = 0), so in a fixed format it is passed through rather than reported.
+
+The `Exact` format cannot drive the executor and is refused (see `witness.arith.formats`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from witness.arith import Arithmetic
+from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, parse_format
+from witness.arith.mpfr import exp_rounded
+from witness.errors import ParameterError
+from witness.ir import Network
+
+SEMANTICS = ("strict", "theory", "mixed")
+
+#: A bound on the relative error of numpy's float64 exp (measured: under 2^-52), with a wide margin.
+EXP_RELATIVE_ERROR = 2.0 ** -40
+#: The same for long double exp (x87 80-bit, 64-bit significand; glibc's expl is within a few of its ulps).
+LONG_EXP_RELATIVE_ERROR = 2.0 ** -56
+_LONG_DOUBLE_IS_EXTENDED = np.finfo(np.longdouble).nmant >= 63
+
+
+def float64_ops_are_correctly_rounded(fmt: Format) -> bool:
+    """Whether one float64 +, -, x, / followed by rounding to `fmt` is the correctly rounded result (see above)."""
+    if isinstance(fmt, Float):
+        return fmt == FP64 or (fmt.mantissa <= 24 and fmt.exponent <= 9)
+    return isinstance(fmt, Fixed) and fmt.integer + fmt.fraction <= 25
+
+
+def _as_format(fmt: Format | str) -> Format:
+    return parse_format(fmt) if isinstance(fmt, str) else fmt
+
+
+class _Rounded(Arithmetic):
+    """Shared by all three semantics: the storage format, to which weights and stored vectors are rounded."""
+
+    def __init__(self, fmt: Format):
+        self.format = fmt
+        self.format_name = fmt.name
+        self.bits = fmt.bits
+
+    def weights(self, a: np.ndarray) -> np.ndarray:
+        return self.format.round(a, "weights")
+
+    def store(self, a: np.ndarray) -> np.ndarray:
+        return self.format.round(a, "store")
+
+
+class StrictArithmetic(_Rounded):
+    """Every elementary operation rounded to `operations_format` (the format itself for `strict`)."""
+
+    semantics = "strict"
+
+    def __init__(self, fmt: Format):
+        super().__init__(fmt)
+        self.operations_format = self._operations_format(fmt)
+
+    def _operations_format(self, fmt: Format) -> Format:
+        if not float64_ops_are_correctly_rounded(fmt):
+            raise ParameterError(
+                f"strict semantics is implemented for float formats with mantissa <= 24 and exponent <= 9, for "
+                f"fp64, and for fixed formats with integer + fraction <= 25 (where float64 then one rounding is "
+                f"correctly rounded); {fmt.name} is outside them")
+        return fmt
+
+    def _round(self, raw: np.ndarray, operation: str, *operands: np.ndarray) -> np.ndarray:
+        fmt = self.operations_format
+        if isinstance(fmt, Fixed):
+            infinite = np.zeros(raw.shape, dtype=bool)
+            for operand in operands:
+                infinite |= ~np.isfinite(operand)
+            if infinite.any():  # a masked score (-inf): exact in the extended reals, see the module docstring
+                return np.where(infinite, raw, fmt.round(np.where(infinite, 0.0, raw), operation))
+        return fmt.round(raw, operation)
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._round(np.add(a, b), "add", a, b)
+
+    def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._round(np.subtract(a, b), "sub", a, b)
+
+    def mul(self, a: np.ndarray, b: np.ndarray, operation: str = "mul") -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._round(np.multiply(a, b), operation, a, b)
+
+    def div(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            return self._round(np.divide(a, b), "div", a, b)
+
+    def relu(self, a: np.ndarray) -> np.ndarray:
+        return np.maximum(a, 0.0)
+
+    def exp(self, a: np.ndarray) -> np.ndarray:
+        x = np.asarray(a, dtype=np.float64)
+        fmt = self.operations_format
+        if isinstance(fmt, Fixed):
+            infinite = ~np.isfinite(x)
+            result = fmt.round(_exp_nearest(np.where(infinite, 0.0, x), fmt), "exp")
+            return np.where(infinite, np.exp(x), result)
+        return _exp_nearest(x, fmt)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a @ b (numpy broadcasting), accumulated in index order: acc = a_0 b_0, acc = acc + a_k b_k.
+
+        Rows and columns of `b` that are zero everywhere are skipped when `a` is finite: their products are exact
+        zeros, and adding an exact zero changes nothing but, possibly, the sign of a zero sum. (Constructions
+        have sparse weights, so this is most of the work.)
+        """
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a.ndim >= 2 and b.ndim >= 2 and np.isfinite(a).all():
+            nonzero = b != 0
+            rows = np.flatnonzero(nonzero.any(axis=tuple(i for i in range(b.ndim) if i != b.ndim - 2)))
+            columns = np.flatnonzero(nonzero.any(axis=tuple(range(b.ndim - 1))))
+            if rows.size < b.shape[-2] or columns.size < b.shape[-1]:
+                shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+                result = np.zeros(shape)
+                if rows.size:
+                    result[..., columns] = self._ordered_matmul(a[..., rows], b[..., rows, :][..., columns])
+                return result
+        return self._ordered_matmul(a, b)
+
+    def _ordered_matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        depth = a.shape[-1]
+        if depth == 0:
+            return np.matmul(a, b)
+        total = self.mul(a[..., :, 0:1], b[..., 0:1, :], "matmul")
+        for k in range(1, depth):
+            product = self.mul(a[..., :, k:k + 1], b[..., k:k + 1, :], "matmul")
+            with np.errstate(invalid="ignore", over="ignore"):
+                total = self._round(total + product, "matmul")
+        return total
+
+    def sum(self, a: np.ndarray, axis: int) -> np.ndarray:
+        a = np.asarray(a, dtype=np.float64)
+        if a.shape[axis] == 0:
+            return a.sum(axis=axis, keepdims=True)
+        total = np.take(a, [0], axis=axis)
+        for k in range(1, a.shape[axis]):
+            total = self.add(total, np.take(a, [k], axis=axis))
+        return total
+
+
+class MixedArithmetic(StrictArithmetic):
+    """Weights and block outputs stored in the format; everything inside a block is `strict` fp32."""
+
+    semantics = "mixed"
+
+    def _operations_format(self, fmt: Format) -> Format:
+        fits = (isinstance(fmt, Float) and fmt.mantissa <= 23 and fmt.exponent <= 8) or (
+            isinstance(fmt, Fixed) and fmt.integer + fmt.fraction <= 23)
+        if not fits:
+            raise ParameterError(f"mixed semantics accumulates in fp32, so it needs a format whose values are fp32 "
+                                 f"values (float mantissa <= 23 and exponent <= 8, or fixed integer + fraction "
+                                 f"<= 23); {fmt.name} is not")
+        return FP32
+
+
+class TheoryArithmetic(_Rounded):
+    """Weights and every vector leaving a block rounded to the format; float64 inside blocks (see module doc)."""
+
+    semantics = "theory"
+
+
+def _exp_nearest(x: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
+    """exp of each entry correctly rounded to `fmt` (for fixed: to the grid, without the range check)."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if fmt == FP64 and _LONG_DOUBLE_IS_EXTENDED:
+            candidate = np.exp(x.astype(np.longdouble))
+            error = np.longdouble(LONG_EXP_RELATIVE_ERROR)  # 1 ± 2^-56 is 1 in float64: widen first
+            low = (candidate * (1 - error)).astype(np.float64)
+            high = (candidate * (1 + error)).astype(np.float64)
+        elif fmt == FP64:  # no wider type to check against: every non-trivial entry goes to MPFR
+            low, high = np.exp(x), np.where((x == 0) | ~np.isfinite(x), np.exp(x), np.nan)
+        else:
+            candidate = np.exp(x)
+            low = _nearest(candidate * (1 - EXP_RELATIVE_ERROR), fmt)
+            high = _nearest(candidate * (1 + EXP_RELATIVE_ERROR), fmt)
+    result = np.where(low == high, low, np.nan)
+    undecided = (low != high) & ~np.isnan(x)
+    if undecided.any():
+        arguments, where = np.unique(x[undecided], return_inverse=True)
+        result[undecided] = np.array([exp_rounded(float(v), fmt) for v in arguments])[where.reshape(-1)]
+    return result
+
+
+def _nearest(values: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
+    """Round to nearest even onto `fmt`; for fixed formats without the range check (the caller checks once)."""
+    if isinstance(fmt, Fixed):
+        return np.ldexp(np.rint(np.ldexp(values, fmt.fraction)), -fmt.fraction)
+    return fmt.round(values)
+
+
+def arithmetic(fmt: Format | str, semantics: str = "strict") -> Arithmetic:
+    """The `Arithmetic` for a format (object or spec such as "fp16", "float:3,4", "fixed:4,4") and a semantics."""
+    fmt = _as_format(fmt)
+    if isinstance(fmt, Exact):
+        raise ParameterError("the exact format cannot be executed in floats (exp of a rational is irrational); "
+                             "use it through verify's certifier")
+    kinds = {"strict": StrictArithmetic, "theory": TheoryArithmetic, "mixed": MixedArithmetic}
+    if semantics not in kinds:
+        raise ParameterError(f"unknown semantics {semantics!r}; expected one of {', '.join(SEMANTICS)}")
+    return kinds[semantics](fmt)
+
+
+def rounded_weights_report(network: Network, fmt: Format | str) -> dict[str, int]:
+    """For each array that rounding to `fmt` changes: how many of its entries change (±inf counts as a change).
+
+    An empty dict means every weight is exact in the format. A fixed-format overflow raises, naming the array.
+    """
+    fmt = _as_format(fmt)
+    changed = {}
+    for name, array in network.state_dict().items():
+        count = int(np.count_nonzero(fmt.round(array, f"weights {name}") != array))
+        if count:
+            changed[name] = count
+    return changed
+
+
+__all__ = ["arithmetic", "rounded_weights_report", "StrictArithmetic", "TheoryArithmetic", "MixedArithmetic",
+           "SEMANTICS", "float64_ops_are_correctly_rounded"]
