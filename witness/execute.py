@@ -69,7 +69,8 @@ def run(network: Network, tokens: Any, arith: Arithmetic = FLOAT64, trace: bool 
     x = arith.store(arith.add(W_E[batch], W_pos[:length]))
     _record(hooks, "hook_embed", x)
     for l, layer in enumerate(network.layers):
-        x = arith.store(arith.add(x, _attention(layer.mixer, x, arith, hooks, f"blocks.{l}.attn")))
+        mix = MIXER_KERNELS[type(layer.mixer)]
+        x = arith.store(arith.add(x, mix(layer.mixer, x, arith, hooks, f"blocks.{l}.attn")))
         _record(hooks, f"blocks.{l}.hook_resid_mid", x)
         if layer.mlp is not None:
             x = arith.store(arith.add(x, _mlp(layer.mlp, x, arith)))
@@ -127,6 +128,10 @@ def _attention(block: Attention, x: np.ndarray, arith: Arithmetic, hooks, prefix
     if hooks is not None:
         hooks[f"{prefix}.hook_result"] = head_out
     return arith.store(arith.add(arith.sum(head_out, axis=1)[:, 0], b_O))
+
+
+#: IR mixer class -> kernel(block, x [b, n, d_model], arith, hooks, prefix) -> [b, n, d_model].
+MIXER_KERNELS = {Attention: _attention}
 
 
 def _mlp(block: MLP, x: np.ndarray, arith: Arithmetic) -> np.ndarray:

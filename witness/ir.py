@@ -77,6 +77,7 @@ class Attention(_Arrays):
     causal: bool = True
     kind: ClassVar[str] = "attention"
     array_names: ClassVar = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+    option_names: ClassVar = ("causal",)
 
     def __post_init__(self) -> None:
         W_Q = np.asarray(self.W_Q)
@@ -143,8 +144,14 @@ class MLP(_Arrays):
 class Layer:
     """One TransformerLens block: a mixing layer, then an optional MLP, each with its residual connection."""
 
-    mixer: Attention
+    mixer: Attention  # or any class in MIXERS
     mlp: MLP | None = None
+
+
+#: Mixer kind (the `kind` stored in a file's structure) -> IR class. Every mixer class has `kind`, `array_names`
+#: (its arrays under `blocks.{l}.attn.`), `option_names` (its non-array fields, stored in the structure), `n_heads`,
+#: `d_head` and `d_model`. A new block kind adds its class here, its kernel in `witness.execute.MIXER_KERNELS`.
+MIXERS: dict[str, type] = {Attention.kind: Attention}
 
 
 @dataclass(frozen=True, eq=False)
@@ -317,7 +324,8 @@ class Network:
         """The non-array facts needed to rebuild the network from its state dict."""
         return {
             "layers": [
-                {"mixer": layer.mixer.kind, "causal": layer.mixer.causal, "mlp": layer.mlp is not None}
+                {"mixer": layer.mixer.kind, **{name: getattr(layer.mixer, name) for name in layer.mixer.option_names},
+                 "mlp": layer.mlp is not None}
                 for layer in self.layers
             ],
             "read": self.readout.read,
@@ -341,9 +349,11 @@ def network_from_state(state: dict[str, np.ndarray], structure: dict[str, Any], 
     embedding = Embedding(_get(state, "embed.W_E"), _get(state, "pos_embed.W_pos"))
     layers = []
     for l, spec in enumerate(layers_spec):
-        if spec.get("mixer") != Attention.kind:
-            raise FileFormatError(f"blocks.{l}: unknown mixer kind {spec.get('mixer')!r}")
-        mixer = Attention(**take(f"blocks.{l}.attn", Attention), causal=bool(spec.get("causal", True)))
+        cls = MIXERS.get(spec.get("mixer"))
+        if cls is None:
+            raise FileFormatError(f"blocks.{l}: unknown mixer kind {spec.get('mixer')!r}; known: {sorted(MIXERS)}")
+        options = {name: spec[name] for name in cls.option_names if name in spec}
+        mixer = cls(**take(f"blocks.{l}.attn", cls), **options)
         mlp = MLP(**take(f"blocks.{l}.mlp", MLP)) if spec.get("mlp") else None
         layers.append(Layer(mixer, mlp))
     readout = Readout(**take("unembed", Readout), read=read)
@@ -366,5 +376,5 @@ def layer_blocks(network: Network) -> list[tuple[str, Any]]:
     return blocks
 
 
-__all__ = ["Embedding", "Attention", "MLP", "Layer", "Readout", "Basis", "Meta", "Network", "network_from_state",
+__all__ = ["MIXERS", "Embedding", "Attention", "MLP", "Layer", "Readout", "Basis", "Meta", "Network", "network_from_state",
            "layer_blocks"]
