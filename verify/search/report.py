@@ -1,0 +1,98 @@
+"""What a search reports (SPEC §6), and the one gate every reported failure and pair passes through.
+
+A search may be as clever as it likes about *finding* a failing input or an indistinguishable pair; nothing it
+finds is reported until `confirm_failure` / `confirm_pair` has re-run it in the plain executor
+(`witness.execute.run`, the same run `witness run` and `verify.check` use) at the report's format and semantics and
+compared the output with the task's own answer. So every entry of a `SearchReport` is replayable with
+`witness run FILE --tokens ... --format FMT --semantics SEM`, and a search bug can only lose findings, never invent
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from witness.arith import Arithmetic
+from witness.errors import OverflowInFormat, ParameterError
+from witness.execute import run
+from witness.ir import Network
+
+
+def _plain(value: Any) -> Any:
+    """An answer or output as JSON-ready ints: one int (read at the last position) or a list (read everywhere)."""
+    array = np.asarray(value).reshape(-1)
+    return int(array[0]) if array.size == 1 else [int(v) for v in array]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An input the network answers wrongly: `output` is what it says (-1 a tie), `expected` the task's answer."""
+
+    tokens: list[int]
+    expected: Any
+    output: Any
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two inputs with different answers on which the network gives the same `output`: one of them is wrong."""
+
+    a: list[int]
+    b: list[int]
+    expected_a: Any
+    expected_b: Any
+    output: Any
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """The JSON object of `witness search ...`: `network` is the saved file (None if not saved), `budget` the
+    budget table (H, d_head, d_model, d, p, Hdp, state bits), `searched` what was tried, on how many inputs, in
+    how many seconds. `format` and `semantics` are those every failure and pair was confirmed under."""
+
+    network: str | None
+    format: str
+    semantics: str
+    budget: dict[str, Any]
+    failures: list[Failure] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    searched: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _task(network: Network):
+    if network.task is None:
+        raise ParameterError("the network names no task, so a failure cannot be confirmed against its answer")
+    return network.task
+
+
+def _output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
+    """The network's answer on one input; an input that overflows a fixed-point format answers nothing (None)."""
+    try:
+        return _plain(run(network, np.asarray([tokens]), arith).predictions[0])
+    except OverflowInFormat:
+        return None
+
+
+def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Failure | None:
+    """`Failure` if the network, re-run from scratch under `arith`, answers `tokens` wrongly; else None."""
+    tokens = [int(t) for t in tokens]
+    expected = _plain(_task(network).answers(np.asarray([tokens]))[0])
+    output = _output(network, tokens, arith)
+    return None if output == expected else Failure(tokens, expected, output)
+
+
+def confirm_pair(network: Network, a, b, arith: Arithmetic) -> Pair | None:
+    """`Pair` if both inputs, re-run from scratch, get the same output while their answers differ; else None."""
+    a, b = [int(t) for t in a], [int(t) for t in b]
+    answers = _task(network).answers(np.asarray([a, b]))
+    expected_a, expected_b = _plain(answers[0]), _plain(answers[1])
+    output_a, output_b = _output(network, a, arith), _output(network, b, arith)
+    if expected_a == expected_b or output_a is None or output_a != output_b:
+        return None
+    return Pair(a, b, expected_a, expected_b, output_a)
