@@ -51,8 +51,9 @@ class CodeRule:
 
     `source` is `constant` (the value `constant` in the group's one direction), `address_low` / `address_high`
     (the ±1 code of the table entry's address a: low = a for z_1, else a mod N_{l-2}; high = a div N_{l-2}),
-    `value` (the ±1 code of a value token's id) or `digit` (the ±1 code of the query digit w_`digit`). Codes fill
-    the group's first `width` directions.
+    `address_onehot` (1 in the group's direction number a_low, 0 elsewhere), `value` (the ±1 code of a value
+    token's id) or `digit` (the ±1 code of the query digit w_`digit`). Codes fill the group's first `width`
+    directions.
     """
 
     group: str
@@ -90,8 +91,11 @@ class Description:
         return self.task.params()
 
 
-def describe(L: int, m: int, n=(), layout: str = "paper") -> Description:
-    """The construction's parametric description (see `Description`); `build` materialises it."""
+def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str, int], ...] = ()) -> Description:
+    """The construction's parametric description (see `Description`); `build` materialises it.
+
+    `extra` appends (group, width) directions after the construction's own, for networks that build on this one
+    (constructions.composition_hybrid); the composition network's own directions and weights do not change."""
     task = Composition(L, m, tuple(n), layout)
     if task.layout != "paper":
         raise ParameterError("the composition construction reads w from the last token, which the `paper` layout "
@@ -110,6 +114,8 @@ def describe(L: int, m: int, n=(), layout: str = "paper") -> Description:
     w_dir = {l: res.group(f"w{l}", b_w[l - 1]) for l in range(1, L)}
     fetch = res.group("fetch", b_V)
     slot = {l: res.group(f"R{l}", b_V) for l in range(L + 1)}
+    for group, width in extra:
+        res.group(group, width)
     d_model = res.width
 
     # -- embedding rules ----------------------------------------------------------------------------------
@@ -188,6 +194,8 @@ def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.nd
     def write(table: np.ndarray, rows: np.ndarray, rule: CodeRule, codes_of) -> None:
         if rule.source == "constant":
             table[rows, basis.index(rule.group)] = rule.constant
+        elif rule.source == "address_onehot":
+            table[rows, np.array(basis.group(rule.group))[codes_of(rule)]] = 1.0
         else:
             table[np.ix_(rows, basis.group(rule.group)[: rule.width])] = pm1_codes(codes_of(rule), rule.width)
 
@@ -200,7 +208,7 @@ def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.nd
         low = address if l <= 1 else address % sizes[max(l - 2, 0)]
         high = address // sizes[l - 2] if l >= 2 else np.zeros_like(address)
         for rule in position_class.rules:
-            write(W_pos, rows, rule, lambda r: low if r.source == "address_low" else high)
+            write(W_pos, rows, rule, lambda r: high if r.source == "address_high" else low)
 
     W_E = np.zeros((task.vocab_size, d_model))  # [d_vocab, d_model]
     query_digits = task.decode_query(np.arange(task.query_count))

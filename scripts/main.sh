@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The main job: compile the (L+1)-layer composition network for L=3, m=4, n=(2,4), check it on 1,000 random
-# inputs in float64, and print its layers and budget table.
+# The main job: reproduce the hierarchy with the embedded default configuration (verify/hierarchy.json) and write
+# out/hierarchy/report.md, report.json, plots/*.png, networks/*.npz and certificates/*.json. Extra arguments go to
+# `witness hierarchy` (e.g. --quick, --L 1 2, --workers 2). torch builds and trains the probed networks;
+# matplotlib draws the plots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-venv.sh
-mkdir -p out
-.venv/bin/witness compile composition --L 3 --m 4 --n 2 4 -o out/composition.npz
-.venv/bin/witness run out/composition.npz --random 1000 --seed 0
-.venv/bin/witness inspect out/composition.npz
+bash scripts/setup-venv.sh torch,plots
+.venv/bin/witness hierarchy --out out/hierarchy "$@"

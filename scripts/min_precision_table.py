@@ -1,6 +1,7 @@
 """Minimal precision p* of the composition construction against prompt length: docs/min_precision.md and .png.
 
     .venv/bin/python scripts/min_precision_table.py   # writes docs/min_precision.md and .png (about 6 minutes)
+    .venv/bin/python scripts/min_precision_table.py --workers 2   # the same table from a local dask cluster
 
 The plot needs matplotlib (the `plots` extra).
 
@@ -9,7 +10,9 @@ For L = 1 the prompt length is n = m + 2, so m = 2^k - 2 gives n = 2^k exactly. 
 checker: strict up to 2^--strict-max (certify on the materialised network), theory up to 2^--theory-max (the
 parametric certify, which never builds the tables). Each p* is verified by certify, and every split of p* - 1
 bits is not; the .md lists those checks' outcome and a least-squares slope of p* against log2 n per column. A
-size at which certify verifies no format is listed as unknown and left out of the fit.
+size at which certify verifies no format is listed as unknown and left out of the fit. Every (size, column) is an
+independent job of a `witness.sweep` (in-process by default, `--workers N` or `--scheduler ADDRESS` for a
+cluster); the table does not depend on where the jobs ran.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from verify import precision
+from witness.sweep import Engine, sweep
 
 COLUMNS = [("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixed", "theory")]
 
@@ -29,6 +33,12 @@ COLUMNS = [("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixe
 def measure(L: int, log2_n: int, family: str, semantics: str) -> precision.PrecisionResult:
     m = 2**log2_n - 2
     return precision.min_precision(precision.composition_checker(L, m, ()), family, semantics)
+
+
+def measure_job(job: tuple[int, int, str, str]) -> tuple[precision.PrecisionResult, float]:
+    """One cell of the table and the seconds it took."""
+    start = time.perf_counter()
+    return measure(*job), time.perf_counter() - start
 
 
 def slope(points: list[tuple[int, int]]) -> float | None:
@@ -44,20 +54,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict-max", type=int, default=13, help="largest k = log2 n under strict semantics")
     parser.add_argument("--theory-max", type=int, default=64, help="largest k = log2 n under theory semantics")
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for min_precision.md and .png")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, help="run the cells on a local dask cluster of this many processes")
+    where.add_argument("--scheduler", help="run the cells on an existing dask cluster at this address")
     args = parser.parse_args(argv)
 
     L = 1
+    jobs = [(L, k, family, semantics) for family, semantics in COLUMNS
+            for k in range(4, (args.strict_max if semantics == "strict" else args.theory_max) + 1)]
+    done = sweep(measure_job, jobs, Engine(args.workers, args.scheduler), progress="p* cells")
     table: dict[tuple[int, str, str], precision.PrecisionResult] = {}
-    seconds: dict[tuple[str, str], float] = {}
-    for family, semantics in COLUMNS:
-        top = args.strict_max if semantics == "strict" else args.theory_max
-        start = time.perf_counter()
-        for k in range(4, top + 1):
-            result = measure(L, k, family, semantics)
-            table[(k, family, semantics)] = result
-            print(f"n = 2^{k:<3} {family:5} {semantics:6} p* = {result.p} ({result.format}), "
-                  f"{len(result.trials)} checks", file=sys.stderr)
-        seconds[(family, semantics)] = time.perf_counter() - start
+    seconds: dict[tuple[str, str], float] = {column: 0.0 for column in COLUMNS}
+    for (_, k, family, semantics), (result, spent) in zip(jobs, done):
+        table[(k, family, semantics)] = result
+        seconds[(family, semantics)] += spent
+        print(f"n = 2^{k:<3} {family:5} {semantics:6} p* = {result.p} ({result.format}), "
+              f"{len(result.trials)} checks", file=sys.stderr)
 
     ks = sorted({k for k, _, _ in table})
     slopes = {column: slope([(k, table[(k, *column)].p) for k in ks
@@ -107,7 +119,7 @@ def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
         below = [trial.status for k in ks if (k, *column) in table for trial in table[(k, *column)].below]
         lines.append(f"* {family} {semantics}: slope {fitted}; {len(below)} checks at p* - 1, "
                      f"{sum(status == 'verified' for status in below)} verified; search took "
-                     f"{seconds[column]:.1f} s")
+                     f"{seconds[column]:.1f} s (summed over its cells)")
     unknown = [(k, column) for k in ks for column in COLUMNS
                if (k, *column) in table and table[(k, *column)].p is None]
     if unknown:

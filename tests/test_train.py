@@ -1,5 +1,7 @@
 """witness.train: a seeded, deterministic trainer whose reported accuracy is the executor's, recounted here."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,54 @@ def test_bad_architectures_are_refused():
         Architecture(H=1, d_head=4, d_model=4, layers=())
     with pytest.raises(ParameterError, match="read"):
         train(Architecture(H=1, d_head=4, d_model=4, layers=(LayerSpec(),), read="all"), TASK, steps=1)
+
+
+# -- recurrent hybrids: a random initialisation that stays finite, training that stays finite or says why ---------
+MATRIX_MIXERS = ("linear", "retnet", "gla", "mamba2", "deltanet", "gated_deltanet")
+
+
+@pytest.mark.parametrize("mixer", MATRIX_MIXERS + ("rnn",))
+def test_random_hybrid_is_finite_on_a_long_prompt(mixer):
+    """Nine layers (4 recurrent, full, 4 recurrent) and no layer norm on a 92-token prompt: at the plain
+    1/fan-in scale the cubic read-out overflowed float64 for every matrix mixer; now fp64 and fp16 stay finite."""
+    from verify.search.architectures import hybrid
+    from witness.arith import arithmetic, parse_format
+    from witness.execute import run
+
+    task = Composition(L=2, m=9, n=(9,))
+    tokens = task.random_tokens(np.random.default_rng(0), 4)
+    for seed in (0, 1):
+        network = hybrid(task, 1, 4, mixer, H=1, d_head=4, d_model=8, seed=seed)
+        for fmt in ("fp64", "fp16"):
+            logits = np.asarray(run(network, tokens, arithmetic(parse_format(fmt), "strict")).logits, dtype=float)
+            assert np.isfinite(logits).all(), (mixer, seed, fmt)
+
+
+@pytest.mark.parametrize("mixer", MATRIX_MIXERS)
+def test_training_a_recurrent_hybrid_stays_finite(mixer):
+    from verify.search.architectures import hybrid_architecture
+
+    architecture = hybrid_architecture(1, 2, mixer, H=1, d_head=4, d_model=8)  # 1/fan-in init: NaN at step 0
+    network, report = train(architecture, TASK, steps=40, seed=0, lr=1e-2, batch_size=16, eval_every=40,
+                            stop_at_accuracy=None)
+    assert report.steps == 40 and np.isfinite(report.final_loss)
+    assert all(np.isfinite(array).all() for array in network.state_dict().values())
+
+
+def test_diverged_training_is_a_typed_error_naming_the_run():
+    from witness.errors import TrainingDiverged
+
+    architecture = Architecture(H=1, d_head=4, d_model=8, layers=(LayerSpec(mixer="linear", d_mlp=8),))
+    with pytest.raises(TrainingDiverged, match=r"training diverged at step \d+ \(layers linear; seed 3, lr 1e\+30\)"):
+        train(architecture, TASK, steps=50, seed=3, lr=1e30, batch_size=8)
+
+
+@pytest.mark.parametrize("mixer, options, missing", [
+    ("block_sparse", {}, "['block', 'k']"),
+    ("block_sparse", {"block": 2}, "['block', 'k']"),
+    ("sliding_window", {}, "['window']"),
+])
+def test_layer_spec_names_missing_options(mixer, options, missing):
+    with pytest.raises(ParameterError, match=re.escape(f"for '{mixer}' must set {missing}")):
+        LayerSpec(mixer=mixer, options=options)
+    assert LayerSpec(mixer="block_sparse", options={"block": 2, "k": 1}).options == (("block", 2), ("k", 1))

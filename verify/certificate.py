@@ -14,7 +14,17 @@ arithmetic (weights and states are dyadic, so scaling by a power of two makes th
 * for every listed final state, that the task's answer is the unique best exact logit, by at least the listed
   margin less the allowance.
 
+For a linear-attention layer (`verify.linear`) it recomputes from the exact keys which position owns each key
+coordinate, and that every listed query reads the keys of its listed target only.
+
 For a parametric certificate it recomputes the per-code-distance margins from the construction's description.
+
+A 2-Sum certificate (`verify.certify_two_sum`) is re-checked the same way: the scores depend on the two tokens
+only (the queries and keys read no direction the position table writes), every token's listed partner is
+(t - a) mod M and the unique best key of the exact scores by the listed gap, the listed off-match numerator is at
+least what the other keys' numerators can be; every position has an answer-0 case and, where a partner can
+exist, an answer-1 case, whose listed verdict bound gives the right logit the listed margin. The verdict bounds
+themselves (the linearised MLP and the rounding allowance) are certify's; this check does not re-derive them.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import numpy as np
 
 from witness.arith.formats import parse_format
 from witness.errors import WitnessError
-from witness.ir import Network
+from witness.ir import BlockSparseAttention, Network
 
 KIND = "witness-certificate"
 VERSION = 1
@@ -84,6 +94,8 @@ def check_certificate(certificate: dict[str, Any], network: Network | None = Non
             raise CertificateError("this certificate is about a network file; give the file to check it against")
         if network_identity(network)["sha256"] != identity["sha256"]:
             raise CertificateError("the network's weights do not match the certificate (sha256 differs)")
+        if certificate.get("certifier") == "two_sum":
+            return _check_two_sum(certificate, network, fmt, semantics)
         return _check_cases(certificate, network, fmt, semantics)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise CertificateError(f"malformed certificate ({type(exc).__name__}: {exc})") from None
@@ -125,6 +137,12 @@ def _check_cases(certificate: dict, network: Network, fmt, semantics: str) -> di
         raise CertificateError(f"the certificate covers {len(layers)} layers, the network has {len(network.layers)}")
     for l, entry in enumerate(layers):
         p = f"blocks.{l}.attn"
+        mixer = network.layers[l].mixer
+        if entry.get("mixer", "attention") != mixer.kind:
+            raise CertificateError(f"{p} is a {mixer.kind} layer, the certificate treats it as {entry.get('mixer')}")
+        if mixer.kind == "linear":
+            cases_checked += _check_linear(entry, mixer, rounded, W_pos, labels, task.segment(f"z{l}"), p)
+            continue
         dirs = [labels.index(name) for name in entry["query_directions"]]
         states = np.array([case["query"] for case in entry["cases"]], dtype=np.float64).reshape(-1, len(dirs))
         W_Q, W_K = rounded[f"{p}.W_Q"][0], rounded[f"{p}.W_K"][0]
@@ -184,3 +202,143 @@ def _check_cases(certificate: dict, network: Network, fmt, semantics: str) -> di
     if answers != list(range(task.value_vocab)):
         raise CertificateError("the readout cases do not cover every answer")
     return {"confirmed": True, "layers": len(layers), "cases": cases_checked, "final_states": len(readout["cases"])}
+
+
+def _check_linear(entry: dict, mixer, rounded: dict, W_pos: np.ndarray, labels, segment, p: str) -> int:
+    """Re-check a linear layer's entry (`verify.linear`): from the exact keys at every position, each key
+    coordinate is nonzero at one position at most, as listed; each listed case's exact query reads the keys of
+    its listed target and of no other position; the targets are the entries of the table the task reads."""
+    if mixer.normalize:
+        raise CertificateError(f"{p} has a normaliser, which the linear-layer argument does not cover")
+    dirs = [labels.index(name) for name in entry["query_directions"]]
+    states = np.array([case["query"] for case in entry["cases"]], dtype=np.float64).reshape(-1, len(dirs))
+    (x, wq, pos, wk, bq, bk), shift = _integers(states, rounded[f"{p}.W_Q"][0][dirs], W_pos, rounded[f"{p}.W_K"][0],
+                                                 rounded[f"{p}.b_Q"][0], rounded[f"{p}.b_K"][0])
+    q = x @ wq + bq * (1 << shift)  # exact, scaled by 2^(2s); only the signs and zeros matter below
+    k = pos @ wk + bk * (1 << shift)
+    if mixer.feature_map == "relu":
+        q, k = np.maximum(q, 0), np.maximum(k, 0)
+    nonzero = k != 0
+    if (nonzero.sum(axis=0) > 1).any():
+        raise CertificateError(f"{p}: a key coordinate is nonzero at more than one position")
+    owners = np.where(nonzero.any(axis=0), nonzero.argmax(axis=0), -1)
+    if owners.tolist() != [int(owner) for owner in entry["key_owners"]]:
+        raise CertificateError(f"{p}: the listed key owners do not match the keys")
+    targets = [int(case["target"]) for case in entry["cases"]]
+    for row, target in zip(q, targets):
+        if set(owners[row != 0].tolist()) - {-1} != {target}:
+            raise CertificateError(f"{p}: a listed query does not read exactly the keys of its target {target}")
+    if sorted(set(targets)) != list(range(segment.start, segment.stop)):
+        raise CertificateError(f"{p}: the cases' targets are not the entries of {segment.name}, which the task reads")
+    return len(targets)
+
+
+def _check_block_choice(certificate: dict, network: Network, fmt, semantics: str, integers, shift: int) -> None:
+    """Re-check the block-choice lemma of `verify.certify_two_sum_sparse` in exact integers (x [M, d] the token
+    rows, wq, wk, bq, bk scaled by 2^shift): k >= 1 and the task's causality; every query has one structurally
+    non-zero coordinate e(a), whose products are all >= 0; every key product is >= 0; key coordinate e(a) is
+    structurally zero off a's partner and not at it; and the least partner-block score lambda kappa / B is large
+    enough that its rounded computation cannot underflow to 0 (each rounding of a y >= the smallest positive
+    format value keeps at least y / 2)."""
+    task, mixer = network.task, network.layers[0].mixer
+    claim = certificate["block_choice"]
+    if (int(claim["block"]), int(claim["k"])) != (mixer.block, mixer.k) or mixer.k < 1 or mixer.causal != task.causal:
+        raise CertificateError("block choice: the certificate's (block, k) or causality do not match the network, "
+                               "or k < 1")
+    x, wq, wk, bq, bk = integers
+    a = np.arange(task.M)
+    partner = (task.t - a) % task.M
+
+    def products(w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per (token, coordinate): how many products are non-zero, whether any is negative, the exact value."""
+        rows = np.flatnonzero(x.any(axis=0) & w.any(axis=1))  # the only directions with non-zero products
+        terms = x[:, rows, None] * w[None, rows, :]  # [M, rows, d_head]
+        count = (terms != 0).sum(axis=1) + (b != 0)[None, :]
+        negative = (terms < 0).any(axis=1) | (b < 0)[None, :]
+        return count, negative, terms.sum(axis=1) + b * (1 << shift)
+
+    q_count, q_negative, q = products(wq, bq)
+    k_count, k_negative, k = products(wk, bk)
+    if not ((q_count > 0).sum(axis=1) == 1).all():
+        raise CertificateError("block choice: a query has more or fewer than one non-zero coordinate")
+    e = (q_count > 0).argmax(axis=1)
+    if q_negative[a, e].any() or k_negative.any():
+        raise CertificateError("block choice: a query or key coordinate may be negative")
+    off = np.ones((task.M, task.M), bool)
+    off[a, partner] = False
+    at = k_count[:, e].T  # [a, u]
+    if (at[off] != 0).any() or (at[a, partner] == 0).any():
+        raise CertificateError("block choice: a key is non-zero where a non-partner's query looks, or zero at the "
+                               "partner's")
+    least = (q[a, e].astype(np.float64) * k[partner, e].astype(np.float64)).min() / 2.0 ** (4 * shift)
+    kappa = k[partner, e].min() / 2.0 ** (2 * shift)
+    tiny = fmt.smallest_subnormal if hasattr(fmt, "mantissa") else 2.0 ** -fmt.fraction
+    bound = least / mixer.block
+    if semantics == "strict" and not (kappa / mixer.block >= 2 * tiny and bound >= 4 * tiny):
+        raise CertificateError("block choice: a partner block's score may underflow to 0")
+    if not 0 < float(claim["least_partner_block_score"]) or not bound > 0:
+        raise CertificateError("block choice: the least partner-block score is not positive")
+
+
+def _check_two_sum(certificate: dict, network: Network, fmt, semantics: str) -> dict[str, Any]:
+    """Re-check a 2-Sum certificate (module docstring)."""
+    task = network.task
+    if task is None or task.name != "two_sum" or len(network.layers) != 1:
+        raise CertificateError("a 2-Sum certificate needs a one-layer network whose task is two_sum")
+    rounded = {name: fmt.round(array) for name, array in network.state_dict().items()}
+    p = "blocks.0.attn"
+    W_E, W_pos = rounded["embed.W_E"][: task.M], rounded["pos_embed.W_pos"][: task.n]
+    W_Q, W_K = rounded[f"{p}.W_Q"][0], rounded[f"{p}.W_K"][0]
+    position_rows = np.flatnonzero(W_pos.any(axis=0))
+    if W_Q[position_rows].any() or W_K[position_rows].any():
+        raise CertificateError(f"{p}: queries or keys read a direction the position table writes")
+    (x, wq, wk, bq, bk), shift = _integers(W_E, W_Q, W_K, rounded[f"{p}.b_Q"][0], rounded[f"{p}.b_K"][0])
+    q = x @ wq + bq * (1 << shift)
+    k = x @ wk + bk * (1 << shift)
+    if isinstance(network.layers[0].mixer, BlockSparseAttention):
+        _check_block_choice(certificate, network, fmt, semantics, (x, wq, wk, bq, bk), shift)
+    if np.abs(q).max(initial=0) * np.abs(k).max(initial=0) * k.shape[1] >= 2**52:
+        raise CertificateError(f"{p}: scores too large for the exact integer re-check")
+    scores = (q.astype(np.float64) @ k.T.astype(np.float64)) / 2.0 ** (4 * shift)  # exact: integers below 2^52
+    magnitude = (np.abs(q).astype(np.float64) @ np.abs(k).T.astype(np.float64)).max() / 2.0 ** (4 * shift)
+    slack = _allowance(fmt, semantics, float(magnitude), q.shape[1])
+    entries = certificate["layers"][0]["tokens"]
+    if sorted(int(entry["token"]) for entry in entries) != list(range(task.M)):
+        raise CertificateError("layer 0: the cases do not list every token exactly once")
+    for entry in entries:
+        a, partner = int(entry["token"]), int(entry["partner"])
+        if partner != (task.t - a) % task.M:
+            raise CertificateError(f"layer 0: token {a}'s partner is {(task.t - a) % task.M}, not {partner}")
+        row = scores[a].copy()
+        best = row[partner]
+        row[partner] = -np.inf
+        if not best - row.max() >= float(entry["score_gap"]) - 2 * slack or not best > row.max() - 2 * slack:
+            raise CertificateError(f"layer 0: the claimed score gap of token {a} does not hold")
+        with np.errstate(under="ignore"):
+            least = np.exp(np.minimum(row.max() - best - 2 * slack, 700.0)) * (1 - 2.0**-40)
+        if semantics == "strict":
+            least = float(fmt.round(np.array([least]))[0])
+        if not float(entry["off_match_numerator"]) >= least * (1 - 2.0**-30):
+            raise CertificateError(f"layer 0: the claimed off-match numerator of token {a} is too small")
+    readout = certificate["readout"]
+    (verdict,) = [network.basis.labels.index(name) for name in readout["directions"]]
+    W_U, b_U = rounded["unembed.W_U"], rounded["unembed.b_U"]
+    if np.delete(W_U, verdict, axis=0).any():
+        raise CertificateError("the readout reads more than the verdict direction")
+    expected = {(i, answer) for i in range(task.n) for answer in (0, 1)
+                if answer == 0 or (i > 0 if task.causal else task.n > 1)}
+    listed = {(int(case["position"]), int(case["answer"])) for case in readout["cases"]}
+    if listed != expected or len(readout["cases"]) != len(expected):
+        raise CertificateError("the readout cases do not cover every position and answer once")
+    for case in readout["cases"]:
+        answer, bound = int(case["answer"]), float(case["verdict_bound"])
+        if not 0 <= int(case["token"]) < task.M:
+            raise CertificateError(f"readout: token {case['token']} is out of range")
+        stored = float(fmt.round(np.array([bound]))[0])  # the verdict is stored, and rounding is monotone
+        logits = stored * W_U[verdict] + b_U
+        margin = logits[answer] - logits[1 - answer]
+        allowance = _allowance(fmt, "strict", float(np.abs(logits).max()), 1)
+        if not margin > 0 or margin < float(case["margin"]) - 2 * allowance:
+            raise CertificateError(f"readout: the margin claimed at position {case['position']} for answer "
+                                   f"{answer} does not hold")
+    return {"confirmed": True, "layers": 1, "cases": len(entries), "final_states": len(readout["cases"])}

@@ -12,6 +12,9 @@ and write (`verify.dataflow`), never by the construction's name:
    target (the best key) and every other key's score are enclosed with rounding-aware arithmetic; the target
    must be the position the task reads at this step. The off-target keys get at most a mass R, their values
    range over every token allowed there, and the fetched vector is enclosed around the target's value.
+   A linear-attention layer (`verify.linear`) takes step 2's place when each of its key coordinates is nonzero
+   at one position only and each case's query reads the keys of one position, the one the task reads: its
+   read-out is then enclosed per token of that position, with no off-target mass at all.
 3. The MLP is evaluated exactly, as affine forms over every format value of that enclosure (`bounds.Affine`), and
    must give one exact vector per target token: the next states.
 4. After the last layer, the readout's logit for the task's answer must beat every other logit (worst margin > 0).
@@ -31,11 +34,14 @@ import numpy as np
 
 from verify.enclosure import Affine, Rounding, Unknown, down, exp_upper, up
 from verify.certificate import network_identity, new_certificate
+from verify.certify_two_sum import certify_two_sum
+from verify.certify_two_sum_sparse import certify_two_sum_sparse
+from verify import linear as linear_read
 from verify.dataflow import Dataflow, dataflow
 from verify.result import Result, Status
 from witness.arith.formats import Fixed
-from witness.ir import Network
-from witness.tasks import Composition
+from witness.ir import Attention, BlockSparseAttention, LinearAttention, Network
+from witness.tasks import Composition, TwoSum
 
 #: Score matrices are formed for at most this many (case x key) entries at a time.
 CHUNK_ELEMENTS = 1 << 22
@@ -93,7 +99,13 @@ def _arith_parts(arith) -> tuple[object, str]:
 
 
 def certify(network: Network, arith) -> Result:
-    """`verified` with a certificate when every input of the network's task is proven answered; else `unknown`."""
+    """`verified` with a certificate when every input of the network's task is proven answered; else `unknown`.
+    Dispatches by task: 2-Sum networks go to `verify.certify_two_sum` (block-sparse ones through
+    `verify.certify_two_sum_sparse`), composition networks are proven here."""
+    if network.meta.task == TwoSum.name:
+        if any(isinstance(layer.mixer, BlockSparseAttention) for layer in network.layers):
+            return certify_two_sum_sparse(network, arith)
+        return certify_two_sum(network, arith)
     try:
         fmt, semantics = _arith_parts(arith)
         rounding = Rounding(fmt, semantics)
@@ -151,6 +163,10 @@ class _Certifier:
         if len(self.network.layers) != self.chain.steps:
             raise Unknown(f"the task reads {self.chain.steps} table entries but the network has "
                           f"{len(self.network.layers)} attention layers")
+        for l, layer in enumerate(self.network.layers):  # the bounds and the cases below assume softmax attention
+            if type(layer.mixer) not in (Attention, LinearAttention):
+                raise Unknown(f"blocks.{l}.attn is a {layer.mixer.kind} layer; certify handles softmax and linear "
+                              "attention")
         self.certificate["bounds"] = _residual_bounds(self.network, self.weights, self.rounding, self.length)
         states, rest, index = self._initial_states()
         for step in range(self.chain.steps):
@@ -195,7 +211,12 @@ class _Certifier:
         query_dirs = sorted(flow.query)
         cases, case_of = np.unique(states[:, query_dirs], axis=0, return_inverse=True)
         case_of = case_of.reshape(-1)
-        targets, gaps, masses, p_low, noise = self._attention_cases(step, cases, query_dirs)
+        if isinstance(layer.mixer, LinearAttention):
+            read = linear_read.read_cases(self.rounding, self.weights, prefix, layer.mixer, cases, query_dirs,
+                                          self._position_embedding(), sorted(flow.key))
+            targets = read.targets
+        else:
+            targets, gaps, masses, p_low, noise = self._attention_cases(step, cases, query_dirs)
         wanted = self.chain.position(step, rest, index)
         wrong = np.flatnonzero(targets[case_of] != wanted)
         if wrong.size:
@@ -206,18 +227,23 @@ class _Certifier:
         if tokens is None:
             raise Unknown(f"{prefix}'s targets hold tokens of different ranges")
 
-        fetched_lo, fetched_hi = self._fetch(step, tokens, float(p_low.min()), noise.max(axis=0))
+        if isinstance(layer.mixer, LinearAttention):
+            fetched_lo, fetched_hi = read.fetch(self.rounding, *self._value_vectors(step, tokens))
+            record = {"mixer": layer.mixer.kind, **read.record(cases)}
+        else:
+            fetched_lo, fetched_hi = self._fetch(step, tokens, float(p_low.min()), noise.max(axis=0))
+            record = {"cases": [{"query": case.tolist(), "target": int(t), "score_gap": float(g),
+                                 "off_target_mass": float(r)} for case, t, g, r in zip(cases, targets, gaps, masses)],
+                      "worst_score_gap": float(gaps.min()),
+                      "worst_off_target_mass": float(masses.max()),
+                      "target_weight_at_least": float(p_low.min())}
         after = sorted(self.flow.live_before(step + 1) if step + 1 < self.chain.steps else self.flow.readout)
         outputs, fetch_record = self._block_outputs(step, tokens, fetched_lo, fetched_hi, after)
 
         self.certificate["layers"].append({
             "layer": step,
             "query_directions": [self.flow.labels[d] for d in query_dirs],
-            "cases": [{"query": case.tolist(), "target": int(t), "score_gap": float(g), "off_target_mass": float(r)}
-                      for case, t, g, r in zip(cases, targets, gaps, masses)],
-            "worst_score_gap": float(gaps.min()),
-            "worst_off_target_mass": float(masses.max()),
-            "target_weight_at_least": float(p_low.min()),
+            **record,
             "fetch": fetch_record,
         })
 
@@ -535,6 +561,9 @@ def _residual_bounds(network, weights: dict, rounding: Rounding, length: int) ->
         return r.round(down(lo), what), r.round(up(hi), what)
 
     W_E, W_pos = weights["embed.W_E"], weights["pos_embed.W_pos"]
+    # Where a linear layer's keys are one exact vector per position (`verify.parametric` passes the layers alone).
+    has_linear = any(isinstance(layer.mixer, LinearAttention) for layer in network.layers)
+    position_only = dataflow(network).position_only if has_linear else frozenset()
     lo, hi = stored(down(W_E.min(axis=0) + W_pos.min(axis=0)), up(W_E.max(axis=0) + W_pos.max(axis=0)),
                     "the embedding")
     after = []
@@ -542,9 +571,19 @@ def _residual_bounds(network, weights: dict, rounding: Rounding, length: int) ->
         p = f"blocks.{l}"
         w = {k: weights[f"{p}.attn.{k}"] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")}
         d_model = lo.size
+        linear = isinstance(layer.mixer, LinearAttention)
+        mixed = []  # a linear layer's read-out bound per head
         for h in range(w["W_Q"].shape[0]):
             q_lo, q_hi = inside(*affine(lo, hi, w["W_Q"][h], w["b_Q"][h], d_model), f"{p} queries")
             k_lo, k_hi = inside(*affine(lo, hi, w["W_K"][h], w["b_K"][h], d_model), f"{p} keys")
+            if linear:
+                v_lo, v_hi = inside(*affine(lo, hi, w["W_V"][h], w["b_V"][h], d_model), f"{p} values")
+                key_dirs = sorted(int(d) for d in np.flatnonzero(w["W_K"][h].any(axis=1)))
+                keys = (linear_read.position_keys(r, weights, f"{p}.attn", h, layer.mixer, W_pos, key_dirs)
+                        if set(key_dirs) <= position_only else None)
+                mixed.append(linear_read.mixed_bounds(r, f"{p}.attn", layer.mixer, q_lo, q_hi, v_lo, v_hi, keys,
+                                                      k_lo, k_hi, length, error, inside, _long_sum))
+                continue
             products = np.stack([q_lo * k_lo, q_lo * k_hi, q_hi * k_lo, q_hi * k_hi])
             slack = error(np.abs(products).max(axis=0).sum(), q_lo.size)
             s_lo, s_hi = down(products.min(axis=0).sum() - slack), up(products.max(axis=0).sum() + slack)
@@ -554,7 +593,9 @@ def _residual_bounds(network, weights: dict, rounding: Rounding, length: int) ->
         heads_lo, heads_hi = np.zeros(d_model), np.zeros(d_model)
         for h in range(w["W_V"].shape[0]):
             v_lo, v_hi = inside(*affine(lo, hi, w["W_V"][h], w["b_V"][h], d_model), f"{p} values")
-            if r.strict:
+            if linear:
+                v_lo, v_hi = mixed[h]
+            elif r.strict:
                 _long_sum(r, np.ones(1), length, f"{p} softmax denominators")
                 size = _long_sum(r, r.round(up(np.maximum(np.abs(v_lo), np.abs(v_hi))), f"{p} values"), length,
                                  f"{p} mixed values")

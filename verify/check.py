@@ -60,6 +60,18 @@ def first_overflowing_row(network: Network, batch: np.ndarray, arith: Arithmetic
     return low
 
 
+def wrong_rows_until_overflow(network: Network, batch: np.ndarray,
+                              arith: Arithmetic) -> tuple[np.ndarray, str | None]:
+    """`wrong_rows` for the rows up to and including the first one whose run overflows (counted wrong), and the
+    overflow message (None when nothing overflowed: then every row is covered)."""
+    try:
+        return wrong_rows(network, batch, arith), None
+    except OverflowInFormat as exc:
+        row = first_overflowing_row(network, batch, arith)
+        before = wrong_rows(network, batch[:row], arith) if row else np.zeros(0, dtype=bool)
+        return np.append(before, True), str(exc)
+
+
 def check_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithmetic, method: str,
                   complete: bool, total: int | None = None, detail: dict | None = None) -> Result:
     """Run every batch; the first wrong input becomes the counterexample. `complete`: the batches are all inputs.
@@ -71,13 +83,9 @@ def check_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
     detail = dict(detail or {})
     with tqdm(total=total, desc=method, unit="input", disable=None, leave=False) as progress:
         for batch in batches:
-            try:
-                wrong = wrong_rows(network, batch, arith)
-            except OverflowInFormat as exc:
-                row = first_overflowing_row(network, batch, arith)
-                before = wrong_rows(network, batch[:row], arith) if row else np.zeros(0, dtype=bool)
-                wrong = np.append(before, True)
-                detail["stopped_by_overflow"] = str(exc)
+            wrong, overflow = wrong_rows_until_overflow(network, batch, arith)
+            if overflow is not None:
+                detail["stopped_by_overflow"] = overflow
             if wrong.any() and counterexample is None:
                 counterexample = counterexample_for(network, batch[int(np.argmax(wrong))], arith)
             checked += wrong.size

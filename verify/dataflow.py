@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from witness.ir import Network
+from witness.ir import RNN, Network
 
 EMBED_POS, EMBED_TOK, UNEMBED = "embed:pos", "embed:tok", "unembed"
 
@@ -116,12 +116,22 @@ class Dataflow:
         return graph
 
 
+def _mixer_reads(mixer) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
+    """(query, key, value) reads of a mixer. For a recurrent mixer the gates (W_alpha, W_beta) count as key reads and
+    the general RNN's input W_x as value reads, so that every direction a mixer reads is in one of the three."""
+    if isinstance(mixer, RNN):
+        return frozenset(), frozenset(), _rows(mixer.W_x)
+    gates = [mixer.arrays()[name] for name in ("W_alpha", "W_beta") if name in mixer.array_names]
+    return _rows(mixer.W_Q), _rows(mixer.W_K, *gates), _rows(mixer.W_V)
+
+
 def dataflow(network: Network) -> Dataflow:
     layers = []
     for layer in network.layers:
         attn, mlp = layer.mixer, layer.mlp
+        query, key, value = _mixer_reads(attn)
         layers.append(LayerFlow(
-            query=_rows(attn.W_Q), key=_rows(attn.W_K), value=_rows(attn.W_V),
+            query=query, key=key, value=value,
             attn_writes=_cols(attn.W_O, attn.b_O),
             mlp_reads=frozenset() if mlp is None else _rows(mlp.W_in),
             mlp_writes=frozenset() if mlp is None else _cols(mlp.W_out, mlp.b_out)))

@@ -10,7 +10,8 @@ that no split below p* - 1 verifies is what the monotonicity assumption adds. Ti
 range bits (fewer exponent bits, or fewer integer bits).
 
 A checker is any function `(format, semantics) -> Result`; `network_checker` and `composition_checker` build the
-usual ones (exhaustive or certify on a network, parametric certify of the composition construction).
+usual ones (exhaustive or certify on a network, parametric certify of the composition construction);
+`two_sum_checker` the 2-Sum construction's.
 """
 
 from __future__ import annotations
@@ -177,6 +178,12 @@ def network_checker(network: Network, method: str) -> Checker:
     if method == "certify":
         return lambda fmt, semantics: certify(network, arithmetic(fmt, semantics))
     raise ParameterError(f"method must be one of {METHODS}, got {method!r}")
+
+
+def two_sum_checker(n: int, M: int, t: int, causal: bool = False, method: str = "certify") -> Checker:
+    """Check the 2-Sum construction for (n, M, t, causal) by "certify" (`verify.certify_two_sum`, all inputs at
+    any size it can materialise) or "exhaustive" (every one of the M^n inputs; small families only)."""
+    return network_checker(compile_network("two_sum", n=n, M=M, t=t, causal=causal), method)
 
 
 def composition_checker(L: int, m: int, n=(), method: str = "certify") -> Checker:

@@ -20,6 +20,9 @@ from verify.dataflow import draw as draw_dataflow
 from verify.parametric import certify_composition
 from verify.result import Status
 from verify.search import bounds as theorem_bounds
+from verify.search.hybrid import PAIR_PREFIXES, search_full, search_hybrid
+from verify.search.hybrid import SAMPLES as SEARCH_SAMPLES
+from verify.search.sparse import search_sparse
 from witness.arith import Arithmetic, Format, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
 from witness.arith.semantics import SEMANTICS
@@ -27,6 +30,7 @@ from witness.errors import InputError, WitnessError
 from witness.execute import run as execute_run
 from witness.io import load
 from witness.registry import builder, compile, construction_names
+from witness.tasks import Composition, TwoSum
 
 EXIT_BAD_INPUT = 2
 
@@ -139,7 +143,8 @@ def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
     for l, layer in enumerate(network.layers):
         attn = layer.mixer
         layers.append({"index": l, "mixer": attn.kind, "causal": attn.causal, "H": attn.n_heads,
-                       "d_head": attn.d_head, "mlp": None if layer.mlp is None else layer.mlp.d_mlp})
+                       "d_head": attn.d_head, "mlp": None if layer.mlp is None else layer.mlp.d_mlp,
+                       "options": {name: getattr(attn, name) for name in attn.option_names if name != "causal"}})
     payload = {"task": network.meta.task, "params": network.meta.params, "construction": network.meta.construction,
                "claimed_format": network.meta.claimed_format, "format": fmt.name, "layers": layers,
                "n_ctx": network.n_ctx,
@@ -149,7 +154,8 @@ def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
     for entry in layers:
         mlp = f"mlp d_mlp={entry['mlp']}" if entry["mlp"] is not None else "no mlp"
         causal = "causal" if entry["causal"] else "bidirectional"
-        lines.append(f"  blocks.{entry['index']}: {causal} {entry['mixer']} H={entry['H']} "
+        options = "".join(f" {name}={value}" for name, value in entry["options"].items())
+        lines.append(f"  blocks.{entry['index']}: {causal} {entry['mixer']}{options} H={entry['H']} "
                      f"d_head={entry['d_head']}, {mlp}")
     lines += [f"budget (p = bits of {fmt.name}):", budget.table()]
     if args.tokens is not None and args.plot is None:
@@ -258,8 +264,21 @@ def cmd_verify(args: argparse.Namespace, extra: list[str]) -> int:
     return EXIT_FALSIFIED if result.status is Status.FALSIFIED else 0
 
 
+def min_precision_checker(args: argparse.Namespace) -> precision.Checker:
+    """The checker `min-precision` searches with: composition takes --L --m [--n ...], two_sum --n --M --t."""
+    if args.construction == "two_sum":
+        if args.L is not None or args.m is not None or len(args.n) != 1 or args.M is None or args.t is None:
+            raise CliError("min-precision two_sum takes --n N --M M --t T [--causal]")
+        return precision.two_sum_checker(args.n[0], args.M, args.t, args.causal, args.method)
+    if args.L is None or args.m is None or args.M is not None or args.t is not None or args.causal:
+        raise CliError(f"min-precision {args.construction} takes --L L --m M [--n N_1 .. N_{{L-1}}]")
+    if args.construction != "composition":  # the hybrids: certify (or enumerate) the compiled network
+        return precision.network_checker(compile(args.construction, L=args.L, m=args.m, n=list(args.n)), args.method)
+    return precision.composition_checker(args.L, args.m, tuple(args.n), args.method)
+
+
 def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
-    checker = precision.composition_checker(args.L, args.m, tuple(args.n), args.method)
+    checker = min_precision_checker(args)
     found = precision.min_precision(checker, args.family, args.semantics, args.max_bits)
     payload = found.as_dict()
     payload["method"] = args.method
@@ -323,6 +342,105 @@ def cmd_check_certificate(args: argparse.Namespace, extra: list[str]) -> None:
                          f"{summary['layers']} layers)")
 
 
+# -- search -------------------------------------------------------------------------------------------------
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """What every `witness search ARCH` shares: the head shape, the arithmetic, where the weights come from."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--H", type=int, required=True, help="heads per layer")
+    parser.add_argument("--d-head", type=int, required=True, help="head dimension")
+    parser.add_argument("--d-model", type=int, required=True, help="residual width")
+    parser.add_argument("--format", default="fp16", metavar="FMT",
+                        help=f"number format, {FORMAT_SYNTAX} (default fp16)")
+    parser.add_argument("--semantics", default="strict", metavar="SEM", help=f"one of {', '.join(SEMANTICS)}")
+    parser.add_argument("--weights", default="random", metavar="random|trained|FILE",
+                        help="seeded random weights, the shared trainer's best of several seeds, or a saved network")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save-network", metavar="FILE", help="write the searched network here (replay findings "
+                                                               "with `witness run FILE --tokens ...`)")
+
+
+def search_arithmetic(args: argparse.Namespace) -> Arithmetic:
+    return arithmetic(parse_format(args.format), args.semantics)
+
+
+def search_text(report) -> str:
+    budget = report.budget
+    lines = [f"{len(report.failures)} failures, {len(report.pairs)} indistinguishable pairs in "
+             f"{report.searched['inputs']} inputs ({report.format} {report.semantics}; H {budget['H']}, "
+             f"d {budget['d']}, p {budget['p']}, Hdp {budget['Hdp']})"]
+    lines += [f"failure: tokens {','.join(map(str, f.tokens))}; expected {f.expected}, got {f.output}"
+              for f in report.failures]
+    lines += [f"pair: {','.join(map(str, p.a))} | {','.join(map(str, p.b))}; answers {p.expected_a} and "
+              f"{p.expected_b}, output {p.output} on both" for p in report.pairs]
+    if report.network is not None:
+        lines.append(f"network saved to {report.network}")
+    return "\n".join(lines)
+
+
+def _composition_from_args(args: argparse.Namespace) -> Composition:
+    return Composition(L=args.L, m=args.m, n=tuple(args.n))
+
+
+def cmd_search_hybrid(args: argparse.Namespace, extra: list[str]) -> None:
+    linear_per_gap = args.linear_per_gap[0] if len(args.linear_per_gap) == 1 else args.linear_per_gap
+    report = search_hybrid(_composition_from_args(args), full_layers=args.full_layers, linear_per_gap=linear_per_gap,
+                           mixer=args.mixer, H=args.H, d_head=args.d_head, d_model=args.d_model,
+                           arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
+                           save_network=args.save_network, samples=args.samples,
+                           pair_prefixes=args.pair_prefixes)
+    _emit(args, report.as_dict(), search_text(report))
+
+
+def cmd_search_full(args: argparse.Namespace, extra: list[str]) -> None:
+    report = search_full(_composition_from_args(args), layers=args.layers, H=args.H, d_head=args.d_head,
+                         d_model=args.d_model, arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
+                         save_network=args.save_network, samples=args.samples,
+                         pair_prefixes=args.pair_prefixes)
+    _emit(args, report.as_dict(), search_text(report))
+
+
+def add_composition_options(parser: argparse.ArgumentParser) -> None:
+    """The task of `search hybrid|full`, and how hard to search it."""
+    parser.add_argument("--L", type=int, required=True, help="composition depth")
+    parser.add_argument("--m", type=int, required=True, help="seed range")
+    parser.add_argument("--n", type=int, nargs="*", default=[], help="n_1 .. n_{L-1}")
+    parser.add_argument("--samples", type=int, default=SEARCH_SAMPLES,
+                        help=f"random inputs when the family is too large to run whole (default {SEARCH_SAMPLES})")
+    parser.add_argument("--pair-prefixes", type=int, default=PAIR_PREFIXES,
+                        help=f"random prefixes per fixed suffix in the pair search (default {PAIR_PREFIXES})")
+
+
+def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> None:
+    report = search_sparse(TwoSum(args.n, args.M, args.t, args.causal), block=args.block, k=args.k, H=args.H,
+                           d_head=args.d_head, d_model=args.d_model, arith=search_arithmetic(args),
+                           weights=args.weights, seed=args.seed, save_network=args.save_network)
+    _emit(args, report.as_dict(), search_text(report))
+
+
+# -- hierarchy ----------------------------------------------------------------------------------------------
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """Where a sweep's jobs run (witness.sweep): in-process unless told otherwise."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N", help="run the jobs on a local cluster of N processes")
+    where.add_argument("--scheduler", metavar="ADDRESS", help="run the jobs on an existing dask cluster "
+                                                              "(its workers must see the output folder)")
+
+
+def cmd_hierarchy(args: argparse.Namespace, extra: list[str]) -> None:
+    # Imported here: dask.distributed takes a noticeable fraction of a second to import, and only sweeps need it.
+    from verify import hierarchy, hierarchy_report
+    from witness.sweep import Engine
+
+    config = hierarchy.load_config(args.config, quick=args.quick).select(args.L)
+    report = hierarchy.hierarchy(args.out, config, Engine(args.workers, args.scheduler))
+    counts = {status: sum(row["status"] == status for row in report["rows"]) for status in
+              dict.fromkeys(row["status"] for row in report["rows"])}
+    text = "\n".join(hierarchy_report.results_table(report["rows"]) +
+                     ["", ", ".join(f"{count} {status}" for status, count in counts.items()),
+                      f"wrote {args.out}/report.md, report.json, {len(report['plots'])} plots"])
+    _emit(args, report, text)
+
+
 # -- wiring -------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="witness", description=__doc__.splitlines()[0])
@@ -377,10 +495,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd = command("min-precision", cmd_min_precision,
                   "the smallest bit count p at which a construction is verified, per format family")
-    cmd.add_argument("construction", choices=["composition"])
-    cmd.add_argument("--L", type=int, required=True)
-    cmd.add_argument("--m", type=int, required=True)
-    cmd.add_argument("--n", type=int, nargs="*", default=[], help="n_1 .. n_{L-1}")
+    cmd.add_argument("construction", choices=["composition", "composition_hybrid", "composition_hybrid_small_table",
+                                              "two_sum"])
+    cmd.add_argument("--L", type=int, help="composition: depth")
+    cmd.add_argument("--m", type=int, help="composition: seed range")
+    cmd.add_argument("--n", type=int, nargs="*", default=[], help="composition: n_1 .. n_{L-1}; two_sum: the length")
+    cmd.add_argument("--M", type=int, help="two_sum: the modulus")
+    cmd.add_argument("--t", type=int, help="two_sum: the target")
+    cmd.add_argument("--causal", action="store_true", help="two_sum: the causal variant")
     cmd.add_argument("--family", required=True, choices=sorted(precision.FAMILIES))
     cmd.add_argument("--semantics", required=True, choices=SEMANTICS)
     cmd.add_argument("--method", default="certify", choices=precision.METHODS,
@@ -400,6 +522,46 @@ def build_parser() -> argparse.ArgumentParser:
                   "re-check a certificate independently against the network it names")
     cmd.add_argument("certificate")
     cmd.add_argument("file", nargs="?", help="the network file (not needed for a parametric certificate)")
+
+    cmd = command("hierarchy", cmd_hierarchy, "certify the constructions, probe weaker architectures within their "
+                                              "budget, and write the report (Markdown, JSON, plots)")
+    cmd.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json, plots, "
+                                                                "networks and certificates")
+    cmd.add_argument("--quick", action="store_true", help="the configuration's small `quick` sizes (under a minute)")
+    cmd.add_argument("--L", type=int, nargs="+", help="only these depths (default: every configured one)")
+    cmd.add_argument("--config", metavar="JSON", help="a configuration file (default: the embedded one)")
+    add_engine_options(cmd)
+
+    # `witness search ARCH`: one subcommand per architecture family, each with `add_search_options`.
+    searches = sub.add_parser("search", help="search an architecture within a budget for replayable failures")
+    search_sub = searches.add_subparsers(dest="architecture", required=True, parser_class=_Parser)
+
+    def search_command(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+        cmd = search_sub.add_parser(name, help=help_text)
+        add_search_options(cmd)
+        cmd.set_defaults(handler=handler)
+        return cmd
+
+    cmd = search_command("hybrid", cmd_search_hybrid, "L_full full-attention layers with recurrent gaps (Theorem 1.1)")
+    add_composition_options(cmd)
+    cmd.add_argument("--full-layers", type=int, required=True, help="full-attention layers (L-1 for Theorem 1.1)")
+    cmd.add_argument("--linear-per-gap", type=int, nargs="+", required=True,
+                     help="recurrent layers in each gap: one number for all, or one per gap")
+    cmd.add_argument("--mixer", required=True, help="recurrent mixer kind (linear, retnet, deltanet, ...)")
+
+    cmd = search_command("full", cmd_search_full, "a plain stack of causal full-attention layers (CPW)")
+    add_composition_options(cmd)
+    cmd.add_argument("--layers", type=int, required=True, help="full-attention layers")
+
+    cmd = search_command("sparse", cmd_search_sparse, "one layer of (B,k)-block-sparse attention on 2-Sum "
+                                                      "(Theorem 1.2); --weights also takes `natural`, the two_sum "
+                                                      "construction's weights under sparse attention")
+    cmd.add_argument("--n", type=int, required=True, help="2-Sum length")
+    cmd.add_argument("--M", type=int, required=True, help="modulus (token values 0 .. M-1)")
+    cmd.add_argument("--t", type=int, default=0, help="target (default 0)")
+    cmd.add_argument("--causal", action="store_true", help="the causal variant: only j < i counts")
+    cmd.add_argument("--block", type=int, required=True, help="block size B")
+    cmd.add_argument("--k", type=int, required=True, help="other blocks each query keeps")
     return parser
 
 

@@ -23,3 +23,8 @@ class FileFormatError(WitnessError, ValueError):
 
 class OverflowInFormat(WitnessError, ArithmeticError):
     """A fixed-point value left the representable range; the message names the operation and position."""
+
+
+class TrainingDiverged(ParameterError):
+    """Training left the finite numbers (a loss or weight became inf or NaN); the message names the layers' mixers,
+    the step, the seed and the learning rate, so the run can be retried with a smaller `lr`."""

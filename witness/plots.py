@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from witness.errors import InputError, ParameterError
 from witness.execute import check_network_tokens, run
-from witness.ir import Network
+from witness.ir import RECURRENT_MIXERS, Network
 
 #: Inches per heatmap cell; figures grow with the number of labels so that every label stays readable.
 CELL = 0.28
@@ -79,12 +79,15 @@ def residual_stream(network: Network, tokens: Any, position: int = -1) -> Figure
 
 
 def attention_patterns(network: Network, tokens: Any, layers: list[int] | None = None) -> Figure:
-    """Each head's attention pattern (query position x key position) in the chosen layers (default: all)."""
+    """Each head's attention pattern (query position x key position) in the chosen layers (default: every layer
+    with one, i.e. every layer but the recurrent ones)."""
     row = single_input(network, tokens)
-    chosen = list(range(len(network.layers))) if layers is None else list(layers)
+    chosen = _pattern_layers(network) if layers is None else list(layers)
     for l in chosen:
         if not 0 <= l < len(network.layers):
             raise ParameterError(f"layer {l} is outside [0, {len(network.layers)})")
+        if l not in _pattern_layers(network):
+            raise ParameterError(f"blocks.{l} is a {network.layers[l].mixer.kind} layer, which has no attention pattern")
     if not chosen:
         raise ParameterError("the network has no attention layer to draw")
     trace = run(network, row, trace=True).trace
@@ -155,13 +158,18 @@ def margin_histogram(network: Network, tokens: Any, bins: int = 40) -> Figure:
     return fig
 
 
+def _pattern_layers(network: Network) -> list[int]:
+    """The layers whose mixer has an attention pattern: all but the recurrent ones."""
+    return [l for l, layer in enumerate(network.layers) if not isinstance(layer.mixer, RECURRENT_MIXERS)]
+
+
 def overview(network: Network, tokens: Any) -> Figure:
     """What `witness inspect --plot` draws for one input: the residual stream at the last position after every
     block (basis labels on the x axis) above every head's attention row for that position."""
     row = single_input(network, tokens)
     trace = run(network, row, trace=True).trace
     hooks = [name for name in trace if name == "hook_embed" or "hook_resid" in name]
-    heads = [(l, h) for l, layer in enumerate(network.layers) for h in range(layer.mixer.n_heads)]
+    heads = [(l, h) for l in _pattern_layers(network) for h in range(network.layers[l].mixer.n_heads)]
     labels = position_labels(network, row)
     fig = _figure(CELL * max(network.d_model, len(row)) + 4, CELL * (len(hooks) + len(heads)) + 4)
     top, bottom = fig.subplots(2, 1, height_ratios=[len(hooks) + 1, len(heads) + 1]) if heads else (

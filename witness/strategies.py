@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import (FEATURE_MAPS, GATES, MIXERS, MLP, RNN_ACTIVATIONS, Attention, Basis, BlockSparseAttention,
+                        Embedding, Layer, Meta, Network, Readout, SlidingWindowAttention)
 from witness.tasks import Composition, TwoSum
 from witness.tasks.composition import LAYOUTS
 
@@ -59,6 +60,57 @@ def networks(draw, max_layers: int = 2, max_heads: int = 2, max_d_model: int = 6
     length = draw(st.integers(1, n_ctx))
     tokens = rng.integers(0, d_vocab, size=(batch, length))
     return network, tokens
+
+
+@st.composite
+def sparse_networks(draw, block_sizes: tuple[int, ...] = (1, 2, 3, 4), max_k: int = 3, max_window: int = 5,
+                    **network_options):
+    """(network, tokens) as `networks(**network_options)` draws them, with every layer's attention swapped for
+    (B,k)-block-sparse attention (B from block_sizes, k 0..max_k) or sliding-window attention (window
+    1..max_window), same arrays and causal flag: the sparse kinds on the same random weights."""
+    network, tokens = draw(networks(**network_options))
+    layers = []
+    for layer in network.layers:
+        full = layer.mixer
+        if draw(st.booleans()):
+            mixer = BlockSparseAttention(**full.arrays(), block=draw(st.sampled_from(block_sizes)),
+                                         k=draw(st.integers(0, max_k)), causal=full.causal)
+        else:
+            mixer = SlidingWindowAttention(**full.arrays(), window=draw(st.integers(1, max_window)),
+                                           causal=full.causal)
+        layers.append(Layer(mixer, layer.mlp))
+    return Network(network.embedding, tuple(layers), network.readout, network.basis, network.meta), tokens
+
+
+#: Recurrent kind -> Hypothesis strategy for its options (the non-array fields), for `hybrid_networks`.
+RECURRENT_OPTIONS = {
+    "linear": st.fixed_dictionaries({"feature_map": st.sampled_from(FEATURE_MAPS), "normalize": st.booleans()}),
+    "decay": st.fixed_dictionaries({"gate": st.sampled_from(GATES)}),
+    "retnet": st.just({}), "gla": st.just({}), "mamba2": st.just({}), "deltanet": st.just({}),
+    "gated_deltanet": st.just({}),
+    "rnn": st.fixed_dictionaries({"activation": st.sampled_from(RNN_ACTIVATIONS)}),
+}
+
+
+@st.composite
+def hybrid_networks(draw, kinds: tuple[str, ...] = tuple(RECURRENT_OPTIONS), scale: float = 2.0, **network_options):
+    """(network, tokens) as `networks(scale=scale, **network_options)` draws them, with each layer's attention
+    kept or swapped for a recurrent mixer of a kind from `kinds` (same H and d_head, fresh weights uniform in
+    [-scale, scale] in multiples of 1/16, drawn options): random networks mixing attention and recurrent layers."""
+    network, tokens = draw(networks(scale=scale, **network_options))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    layers = []
+    for layer in network.layers:
+        mixer = layer.mixer
+        if draw(st.booleans()):
+            cls = MIXERS[draw(st.sampled_from(kinds))]
+            shapes = cls.array_shapes(mixer.n_heads, mixer.d_model, mixer.d_head)
+            arrays = {name: np.round(rng.uniform(-scale, scale, size=shape) * 16) / 16
+                      for name, shape in shapes.items()}
+            arrays.update({name: np.zeros(shapes[name]) for name in cls.zero_arrays})
+            mixer = cls(**arrays, **draw(RECURRENT_OPTIONS[cls.kind]))
+        layers.append(Layer(mixer, layer.mlp))
+    return Network(network.embedding, tuple(layers), network.readout, network.basis, network.meta), tokens
 
 
 @st.composite

@@ -30,7 +30,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("witness.torch needs torch: pip install 'witness[torch]'") from exc
 
 from witness.errors import ParameterError
-from witness.ir import MLP, Attention, Basis, Meta, Network, network_from_state
+from witness.execute import select_blocks
+from witness.ir import (MLP, RECURRENT_MIXERS, Attention, Basis, BlockSparseAttention, Meta, Network,
+                        SlidingWindowAttention, network_from_state)
 
 
 def _parameter(array: np.ndarray, dtype: torch.dtype) -> nn.Parameter:
@@ -67,19 +69,132 @@ class AttentionModule(ArrayModule):
         q = torch.matmul(x_heads, self.W_Q) + self.b_Q[:, None, :]
         k = torch.matmul(x_heads, self.W_K) + self.b_K[:, None, :]
         scores = torch.matmul(q, k.transpose(-1, -2))
-        length = x.shape[1]
-        allowed = torch.ones(length, length, dtype=torch.bool, device=x.device)
-        if self.causal:
-            allowed = torch.tril(allowed)
+        allowed = self.visible(q, k)
         scores = scores.masked_fill(~allowed, -math.inf)
         top = scores.amax(dim=-1, keepdim=True)
         numerators = torch.where(allowed, torch.exp(scores - top), torch.zeros((), dtype=x.dtype))
         return numerators / numerators.sum(dim=-1, keepdim=True)
 
+    def visible(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Which keys each query sees, bool broadcastable to [batch, H, query, key]: all, or with `causal` j <= i."""
+        length = q.shape[-2]
+        allowed = torch.ones(length, length, dtype=torch.bool, device=q.device)
+        return torch.tril(allowed) if self.causal else allowed
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         v = torch.matmul(x[:, None], self.W_V) + self.b_V[:, None, :]
         head_out = torch.matmul(torch.matmul(self.pattern(x), v), self.W_O)  # [batch, H, n, d_model]
         return head_out.sum(dim=1) + self.b_O
+
+
+class BlockSparseAttentionModule(AttentionModule):
+    """(B,k)-block-sparse attention (`witness.ir.BlockSparseAttention`). Block summaries and scores are computed
+    in torch; which blocks are kept is decided by the executor's own rule (`witness.execute.select_blocks`) on
+    their values, so no gradient flows through the choice, only through the softmax over the kept tokens."""
+
+    def __init__(self, block: BlockSparseAttention, dtype: torch.dtype) -> None:
+        super().__init__(block, dtype)
+        self.block, self.k = block.block, block.k
+
+    def structure(self) -> dict[str, Any]:
+        return {"mixer": BlockSparseAttention.kind, "block": self.block, "k": self.k, "causal": self.causal}
+
+    def visible(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        length = q.shape[-2]
+        summaries = torch.cat([k[..., first:first + self.block, :].mean(dim=-2, keepdim=True)
+                               for first in range(0, length, self.block)], dim=-2)  # [batch, H, n_blocks, d_head]
+        block_scores = torch.matmul(q, summaries.transpose(-1, -2))  # [batch, H, n, n_blocks]
+        selected = select_blocks(_numpy(block_scores), self.block, self.k, self.causal)
+        key_block = np.arange(length) // self.block
+        return torch.as_tensor(selected[..., key_block], device=q.device) & super().visible(q, k)
+
+
+class SlidingWindowAttentionModule(AttentionModule):
+    """Sliding-window attention (`witness.ir.SlidingWindowAttention`)."""
+
+    def __init__(self, block: SlidingWindowAttention, dtype: torch.dtype) -> None:
+        super().__init__(block, dtype)
+        self.window = block.window
+
+    def structure(self) -> dict[str, Any]:
+        return {"mixer": SlidingWindowAttention.kind, "window": self.window, "causal": self.causal}
+
+    def visible(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(q.shape[-2], device=q.device)
+        offset = positions[:, None] - positions[None, :]  # i - j
+        return (offset >= 0) & (offset < self.window) if self.causal else offset.abs() < self.window
+
+
+class RecurrentModule(ArrayModule):
+    """The recurrent mixers (`witness.ir.RECURRENT_MIXERS`), step for step as `witness.execute`'s recurrent kernels
+    do them in float64, from a zero state. Arrays a form pins to zero (RetNet's W_alpha) are frozen (no gradient),
+    so training keeps the form."""
+
+    def __init__(self, block: Any, dtype: torch.dtype) -> None:
+        super().__init__(block.arrays(), dtype)
+        self.kind = block.kind
+        self.options = {name: getattr(block, name) for name in block.option_names}
+        self.gate = getattr(block, "gate", "sigmoid")  # decay forms: their gate; the gated delta rule: sigmoid
+        for name in block.zero_arrays:
+            getattr(self, name).requires_grad_(False)
+
+    def structure(self) -> dict[str, Any]:
+        return {"mixer": self.kind, **self.options}
+
+    def _affine(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(x[:, None], W) + b[:, None, :]  # [batch, H, n, width]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "rnn":
+            outputs = self._rnn(x)
+        else:
+            outputs = self._matrix_state(x)
+        return torch.matmul(outputs, self.W_O).sum(dim=1) + self.b_O
+
+    def _rnn(self, x: torch.Tensor) -> torch.Tensor:
+        """s_t = act(s_{t-1} W_s + x_t W_x + b_x): the states [batch, H, n, d_state]."""
+        inputs = self._affine(x, self.W_x, self.b_x)
+        s = torch.zeros(inputs.shape[:2] + inputs.shape[3:], dtype=x.dtype, device=x.device)
+        states = []
+        for t in range(x.shape[1]):
+            pre = torch.matmul(s[..., None, :], self.W_s)[..., 0, :] + inputs[:, :, t]
+            s = torch.relu(pre) if self.options["activation"] == "relu" else pre
+            states.append(s)
+        return torch.stack(states, dim=2)
+
+    def _matrix_state(self, x: torch.Tensor) -> torch.Tensor:
+        """o_t = S_t^T q_t for the linear, decay and delta-rule forms: [batch, H, n, d_v]."""
+        q, k, v = (self._affine(x, W, b) for W, b in ((self.W_Q, self.b_Q), (self.W_K, self.b_K), (self.W_V, self.b_V)))
+        if self.options.get("feature_map") == "relu":
+            q, k = torch.relu(q), torch.relu(k)
+        alpha = beta = None
+        if hasattr(self, "W_alpha"):
+            alpha = self._affine(x, self.W_alpha, self.b_alpha)
+            if self.gate == "sigmoid":
+                alpha = torch.sigmoid(alpha)
+        if hasattr(self, "W_beta"):
+            beta = torch.sigmoid(self._affine(x, self.W_beta, self.b_beta))
+        S = torch.zeros(k.shape[:2] + (k.shape[-1], v.shape[-1]), dtype=x.dtype, device=x.device)
+        z = torch.zeros(k.shape[:2] + k.shape[-1:], dtype=x.dtype, device=x.device)
+        outputs = []
+        for t in range(x.shape[1]):
+            k_t, v_t, q_t = k[:, :, t], v[:, :, t], q[:, :, t]
+            if beta is not None:  # S <- alpha (S - (beta k) (S^T k)^T) + (beta k) v^T
+                beta_k = beta[:, :, t] * k_t
+                retrieved = torch.matmul(k_t[..., None, :], S)[..., 0, :]
+                erased = S - beta_k[..., :, None] * retrieved[..., None, :]
+                if alpha is not None:
+                    erased = alpha[:, :, t, :, None] * erased
+                S = erased + beta_k[..., :, None] * v_t[..., None, :]
+            else:  # S <- diag(alpha) S + k v^T (alpha = 1 for linear attention)
+                decayed = S if alpha is None else alpha[:, :, t, :, None] * S
+                S = decayed + k_t[..., :, None] * v_t[..., None, :]
+            o = torch.matmul(q_t[..., None, :], S)[..., 0, :]
+            if self.options.get("normalize"):
+                z = z + k_t
+                o = o / torch.matmul(q_t[..., None, :], z[..., None])[..., 0, :]
+            outputs.append(o)
+        return torch.stack(outputs, dim=2)
 
 
 class MLPModule(ArrayModule):
@@ -93,7 +208,9 @@ class MLPModule(ArrayModule):
 
 
 #: IR block class -> the module class that runs it. A new mixer kind in the IR adds one entry here.
-BLOCK_MODULES: dict[type, type] = {Attention: AttentionModule, MLP: MLPModule}
+BLOCK_MODULES: dict[type, type] = {Attention: AttentionModule, BlockSparseAttention: BlockSparseAttentionModule,
+                                   SlidingWindowAttention: SlidingWindowAttentionModule, MLP: MLPModule,
+                                   **{cls: RecurrentModule for cls in RECURRENT_MIXERS}}
 
 
 def block_module(block: Any, dtype: torch.dtype) -> nn.Module:
@@ -234,6 +351,7 @@ def to_transformer_lens(network: Network, dtype: torch.dtype = torch.float64):
 
     Scores differ from the executor's by the rounding of the sqrt(d_head) fold (exact when d_head is a power
     of 4), so logits agree to float64 rounding, not bit for bit."""
+    _check_transformer_lens_shape(network)  # refuse (say, a recurrent layer) before the slow import
     try:
         from transformer_lens.model_bridge.sources.native import boot
         from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
@@ -247,5 +365,6 @@ def to_transformer_lens(network: Network, dtype: torch.dtype = torch.float64):
     return bridge.eval()
 
 
-__all__ = ["to_module", "from_module", "NetworkModule", "AttentionModule", "MLPModule", "BLOCK_MODULES",
+__all__ = ["to_module", "from_module", "NetworkModule", "AttentionModule", "BlockSparseAttentionModule",
+           "SlidingWindowAttentionModule", "RecurrentModule", "MLPModule", "BLOCK_MODULES",
            "to_transformer_lens", "transformer_lens_config", "transformer_lens_state"]

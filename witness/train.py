@@ -16,36 +16,61 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from witness.errors import ParameterError
+from witness.errors import ParameterError, TrainingDiverged
 from witness.execute import run
-from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout, READ_MODES
+from witness.ir import (MIXERS, MLP, READ_MODES, RECURRENT_MIXERS, RNN, Basis, Embedding, Layer, Meta, Network,
+                        Readout)
 from witness.tasks import TASKS
 from witness.tasks.base import check_int
 from witness.torch import from_module, to_module
 
 #: Evaluate on every input when the family has at most this many, else on this many held-out random inputs.
 EVAL_INPUTS = 4096
+#: Gradient-norm clip per step (the usual 1.0): without layer norm a matrix-state layer's gradient is polynomial (up
+#: to cubic) in its weights, and clipping keeps one spiking batch from dominating Adam's moment estimates. The
+#: guard against divergence is still `_check_finite`.
+MAX_GRAD_NORM = 1.0
 
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """One layer: causal (or bidirectional) softmax attention, then a ReLU MLP of width `d_mlp` (None: no MLP)."""
+    """One layer: a mixer, then a ReLU MLP of width `d_mlp` (None: no MLP). The mixer is causal (or bidirectional)
+    softmax attention by default, or any kind in `witness.ir.MIXERS` named by `mixer` (e.g. "deltanet"), with its
+    form's non-array `options` (e.g. {"feature_map": "relu", "normalize": True} for "linear"; kept as sorted
+    (name, value) pairs so that a LayerSpec stays hashable)."""
 
     causal: bool = True
     d_mlp: int | None = None
+    mixer: str = "attention"
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.causal, bool):
             raise ParameterError(f"LayerSpec.causal must be a bool, got {self.causal!r}")
         if self.d_mlp is not None:
             check_int("d_mlp", self.d_mlp, 1)
+        if self.mixer not in MIXERS:
+            raise ParameterError(f"LayerSpec.mixer must be one of {sorted(MIXERS)}, got {self.mixer!r}")
+        allowed = set(MIXERS[self.mixer].option_names) - {"causal"}
+        try:
+            options = dict(self.options)
+        except (TypeError, ValueError):
+            options = None
+        if options is None or set(options) - allowed:
+            raise ParameterError(f"LayerSpec.options for {self.mixer!r} may set {sorted(allowed)}, got {self.options!r}")
+        required = {f.name for f in fields(MIXERS[self.mixer]) if f.name in allowed
+                    and f.default is MISSING and f.default_factory is MISSING}
+        if required - set(options):
+            raise ParameterError(f"LayerSpec.options for {self.mixer!r} must set {sorted(required)}, "
+                                 f"got {self.options!r}")
+        object.__setattr__(self, "options", tuple(sorted(options.items())))
 
 
 @dataclass(frozen=True)
@@ -79,17 +104,69 @@ class Architecture:
             return rng.normal(scale=1 / math.sqrt(fan_in), size=shape)
 
         layers = []
-        for spec in self.layers:
-            attention = Attention(normal(d, H, d, k), normal(d, H, d, k), normal(d, H, d, k), normal(H * k, H, k, d),
-                                  np.zeros((H, k)), np.zeros((H, k)), np.zeros((H, k)), np.zeros(d), spec.causal)
+        for depth, spec in enumerate(self.layers):
+            cls = MIXERS[spec.mixer]
+            if cls in RECURRENT_MIXERS:
+                resid_scale = EMBED_RESID_SCALE * RESID_GROWTH ** depth
+                mixer = _initial_recurrent(cls, dict(spec.options), H, d, k, n_ctx, resid_scale, normal)
+            else:
+                mixer = cls(normal(d, H, d, k), normal(d, H, d, k), normal(d, H, d, k), normal(H * k, H, k, d),
+                            np.zeros((H, k)), np.zeros((H, k)), np.zeros((H, k)), np.zeros(d), causal=spec.causal,
+                            **dict(spec.options))
             mlp = None
             if spec.d_mlp is not None:
                 mlp = MLP(normal(d, d, spec.d_mlp), np.zeros(spec.d_mlp), normal(spec.d_mlp, spec.d_mlp, d), np.zeros(d))
-            layers.append(Layer(attention, mlp))
+            layers.append(Layer(mixer, mlp))
         embedding = Embedding(rng.normal(size=(vocab, d)), rng.normal(size=(n_ctx, d)))
         readout = Readout(normal(d, d, vocab), np.zeros(vocab), self.read)
         meta = Meta(task=task.name, params=task.params(), claimed_format="fp64")
         return Network(embedding, tuple(layers), readout, Basis(tuple(f"x[{i}]" for i in range(d))), meta)
+
+
+#: Initial decay: a sigmoid gate's bias makes alpha = sigmoid(2) ~ 0.88 at the start (the state remembers a few
+#: positions back, as GLA and Mamba initialise); a fixed (ungated) decay starts at RetNet's usual gamma range.
+INITIAL_GATE_BIAS = {"sigmoid": 2.0, "none": 0.9}
+#: The residual's entry scale (rms) the recurrent initialisation plans for: the embedding's entries are the sum of
+#: two unit normals (W_E, W_pos), and every layer of a random stack grows it by a factor of about 1.3 (measured on
+#: the search's hybrids, d_model 8), planned as 1.5.
+EMBED_RESID_SCALE = math.sqrt(2)
+RESID_GROWTH = 1.5
+#: The general RNN's W_s gain: see `_initial_recurrent`.
+RNN_STATE_GAIN = 0.25
+
+
+def _initial_recurrent(cls, options: dict[str, Any], H: int, d: int, k: int, n_ctx: int, resid_scale: float,
+                       normal):
+    """A recurrent mixer with d_k = d_v = d_state = k: weight matrices normal(0, 1/fan-in) times a gain, biases zero
+    except the decay gate's (INITIAL_GATE_BIAS), and the arrays the form pins to zero left at zero.
+
+    Why the gains. There is no layer norm, so a layer's output scale is a power of its input's: a matrix state's
+    read-out o_t = S_t^T q_t = sum_{s<=t} c_ts (q_t . k_s) v_s (|c_ts| <= 1: decays lie in (0, 1), the delta rule
+    only shrinks S along k) is cubic in the residual x and sums up to n_ctx terms, so at plain 1/fan-in scale a
+    stack of such layers grows like x^(3^layers) and overflows even float64 on a 22-token prompt. Here W_Q, W_K
+    and W_V have gain 1 / (resid_scale sqrt(k)): with residual entries of rms resid_scale (the scale planned for
+    this depth, RESID_GROWTH), q, k and v have norm ~1, so |q . k| <~ 1, and W_O's 1/n_ctx undoes the sum over
+    up to n_ctx positions: the layer adds O(1) to the residual whatever the depth, instead of cubing it -- finite
+    at fp16 (max 65504) on prompts of ~100 tokens. |k| ~ 1 also keeps DeltaNet's beta |k|^2 < 2 (beta < 1), the
+    condition for (I - beta k k^T) to shrink S along k instead of flipping and growing it. The general RNN is
+    linear (or ReLU) in x, so only its recurrence needs taming: W_s at gain RNN_STATE_GAIN has operator norm about
+    2 RNN_STATE_GAIN = 1/2, so its state is at most about twice its latest input instead of growing with t. Training may leave this regime; the trainer's finite-loss guard
+    reports it."""
+    unit = 1 / (resid_scale * math.sqrt(k))
+    if cls is RNN:
+        gains = {"W_s": RNN_STATE_GAIN}
+    else:
+        gains = {"W_Q": unit, "W_K": unit, "W_V": unit, "W_O": 1 / n_ctx}
+    arrays = {}
+    for name, shape in cls.array_shapes(H, d, k).items():
+        if name.startswith("W_"):
+            arrays[name] = gains.get(name, 1.0) * normal(H * k if name == "W_O" else shape[-2], *shape)
+        else:
+            arrays[name] = np.zeros(shape)
+    if "b_alpha" in arrays:
+        arrays["b_alpha"] += INITIAL_GATE_BIAS[options.get("gate", getattr(cls, "gate", "sigmoid"))]
+    arrays.update({name: np.zeros_like(arrays[name]) for name in cls.zero_arrays})
+    return cls(**arrays, **options)
 
 
 @dataclass(frozen=True)
@@ -125,6 +202,18 @@ def accuracy(network: Network, tokens: np.ndarray) -> float:
     expected = network.task.answers(tokens).reshape(len(tokens), -1)
     predicted = run(network, tokens).predictions
     return float((predicted == expected).all(axis=1).mean())
+
+
+def _check_finite(architecture: Architecture, module, loss_value: float, step: int, seed: int, lr: float) -> None:
+    """A TrainingDiverged naming the run when the latest loss or a weight is not finite after `step` steps (rather
+    than a finished run whose weights the IR then refuses)."""
+    bad = [] if math.isfinite(loss_value) else [f"loss {loss_value}"]
+    bad += [name for name, parameter in module.named_parameters() if not torch.isfinite(parameter).all()]
+    if bad:
+        mixers = ", ".join(spec.mixer for spec in architecture.layers)
+        raise TrainingDiverged(f"training diverged at step {step} (layers {mixers}; seed {seed}, lr {lr}): "
+                               f"{', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} not finite; "
+                               f"{'the initial weights overflow' if step == 0 else 'try a smaller lr'}")
 
 
 def train(architecture: Architecture, task, steps: int = 1000, seconds: float | None = None, seed: int = 0,
@@ -169,14 +258,17 @@ def train(architecture: Architecture, task, steps: int = 1000, seconds: float | 
                 targets = torch.as_tensor(task.answers(tokens).reshape(batch_size, -1))
                 logits = module.read_logits(torch.as_tensor(tokens))
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+                loss_value = loss.item()
+                _check_finite(architecture, module, loss_value, step, seed, lr)
                 optimiser.zero_grad()
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(module.parameters(), MAX_GRAD_NORM)
                 optimiser.step()
                 step += 1
-                loss_value = loss.item()
                 progress.update(1)
                 out_of_time = seconds is not None and time.perf_counter() - start >= seconds
                 if step % eval_every == 0 or step == steps or out_of_time:
+                    _check_finite(architecture, module, loss_value, step, seed, lr)
                     score = accuracy(from_module(module), eval_tokens)
                     history.append((step, loss_value, score))
                     progress.set_postfix(loss=f"{loss_value:.3f}", acc=f"{score:.3f}")

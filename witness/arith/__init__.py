@@ -5,7 +5,7 @@ here without touching the executor. An `Arithmetic` decides, for each elementary
 result is rounded:
 
 * `weights(a)` -- a weight array, rounded once before a run;
-* `matmul`, `add`, `sub`, `div`, `exp`, `relu`, `sum` -- the operations inside a block (`matmul` contracts the
+* `matmul`, `add`, `sub`, `mul`, `div`, `exp`, `relu`, `sum` -- the operations inside a block (`matmul` contracts the
   last axis of `a` with the second-to-last of `b`, in index order; `sum` adds along an axis in index order);
 * `store(a)` -- a vector leaving a block: the embedding, each head's output, each MLP output, the residual stream.
 
@@ -44,6 +44,9 @@ class Arithmetic:
 
     def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a - b
+
+    def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a * b
 
     def div(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a / b

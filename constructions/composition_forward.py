@@ -1,0 +1,143 @@
+"""A recurrent network for L-sequential composition in the `forward` layout (SPEC §1.1), the layout contrast.
+
+In the `forward` layout, [w] [z_0] [z_1 table] ... [z_L table] with the answer read at the last position, every
+table comes after the index that selects its entry, so a left-to-right recurrence can follow the chain: this
+network has L+1 layers of the general `rnn` mixer (relu) with an MLP after each, no attention at all, and a state of
+O(log n) numbers per layer -- O(L log n) bits in all. The lower bounds for causal models (CPW, Theorem 1.1) are
+about the `paper` layout, where each table comes before the index that selects it.
+
+All quantities are 0/1 bits (`bit[k]` of v is bit k of its binary expansion), so every operation is on small
+integers and exact in every format that holds the integers up to b_V + 2.
+
+Residual directions (b_V = code width of V = N_{L-1}, b_l = code width of n_l):
+
+    type:w, type:z0 .. type:zL   1 on the query position, the seed, table z_l
+    lo[k], hi[k]                 bits of a table entry's address a: lo = a (z_1) or a mod N_{l-2}, hi = a div N_{l-2}
+    val[k]                       bits of a value token's id
+    q{l}[k]                      bits of the query digit w_l, on the query token
+    w{l}[k]                      w_l's bits carried to every later position (layer 0's state)
+    R{l}[k]                      i_l's bits, from the position where layer l captures it on
+    X{l}[k]                      the MLP before layer l: 1 where an address bit agrees with the one sought
+
+Layer 0 captures the seed and the query digits; layer l >= 1 captures the entry of table z_l whose address bits all
+agree with (w_{l-1}, i_{l-1}). A capture is two state units per bit: C[k] = relu(sum of the conditions + bit - #
+conditions) is 1 exactly at the position where every 0/1 condition holds and the bit is 1 (the AND of 0/1
+signals); A[k] = relu(A[k] + C[k]) keeps it from the next position on. The layer outputs A + C: C is nonzero at
+one position only, so A + C is the captured bit from the capture onwards. Table z_l lies wholly after table
+z_{l-1}, so when layer l compares addresses, R{l-1} is final.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constructions.residual import ResidualLayout, code_width, pm1_codes
+from witness.ir import MLP, RNN, Embedding, Layer, Meta, Network, Readout
+from witness.tasks import Composition
+
+NAME = "composition_forward_recurrent"
+
+
+def _bits(values, width: int) -> np.ndarray:
+    """0/1 bits, shape values.shape + (width,)."""
+    return (pm1_codes(values, width) + 1) / 2
+
+
+def _capture_layer(d_model: int, captures: list[tuple[list[int], np.ndarray, np.ndarray]]) -> RNN:
+    """An rnn layer with a pair (C, A) of state units per captured bit (see the module docstring).
+
+    `captures`: (condition directions, bit directions, output directions); bit k is captured into output k where
+    every condition is 1."""
+    width = sum(2 * bits.size for _, bits, _ in captures)
+    W_x = np.zeros((1, d_model, width))  # [H, d_model, d_state]
+    b_x = np.zeros((1, width))
+    W_s = np.zeros((1, width, width))  # [H, d_state, d_state]
+    W_O = np.zeros((1, width, d_model))  # [H, d_state, d_model]
+    unit = 0
+    for conditions, bits, outputs in captures:
+        for bit, output in zip(bits, outputs):
+            C, A = unit, unit + 1
+            W_x[0, conditions, C] = 1.0
+            W_x[0, bit, C] = 1.0
+            b_x[0, C] = -float(len(conditions))  # relu(sum of conditions + bit - #conditions) = AND of them all
+            W_s[0, A, A] = W_s[0, C, A] = 1.0  # A_t = relu(A_{t-1} + C_{t-1})
+            W_O[0, C, output] = W_O[0, A, output] = 1.0
+            unit += 2
+    return RNN(W_x, b_x, W_s, W_O, np.zeros(d_model), activation="relu")
+
+
+def _agreement_mlp(d_model: int, pairs: list[tuple[int, int]], outputs: list[int]) -> MLP:
+    """X = [a == b] for 0/1 inputs: relu(a + b - 1) + relu(1 - a - b), one output per pair."""
+    W_in = np.zeros((d_model, 2 * len(pairs)))  # [d_model, d_mlp]
+    b_in = np.zeros(2 * len(pairs))
+    W_out = np.zeros((2 * len(pairs), d_model))  # [d_mlp, d_model]
+    for j, ((a, b), out) in enumerate(zip(pairs, outputs)):
+        W_in[[a, b], 2 * j] = 1.0
+        b_in[2 * j] = -1.0
+        W_in[[a, b], 2 * j + 1] = -1.0
+        b_in[2 * j + 1] = 1.0
+        W_out[[2 * j, 2 * j + 1], out] = 1.0
+    return MLP(W_in, b_in, W_out, np.zeros(d_model))
+
+
+def build(L: int, m: int, n=()) -> Network:
+    """L+1 rnn layers (relu) with MLPs, for the `forward` layout; readout i_L at the last position."""
+    task = Composition(L, m, tuple(n), "forward")
+    V = task.value_vocab
+    b_V = max(1, code_width(V))
+    b_w = [code_width(n_l) for n_l in task.n]  # b_w[l-1] = code width of w_l
+
+    res = ResidualLayout()
+    type_w = res.scalar("type:w")
+    type_z = [res.scalar(f"type:z{l}") for l in range(L + 1)]
+    lo, hi = res.group("lo", b_V), res.group("hi", max(b_w, default=0))
+    val = res.group("val", b_V)
+    query = {l: res.group(f"q{l}", b_w[l - 1]) for l in range(1, L)}
+    carried = {l: res.group(f"w{l}", b_w[l - 1]) for l in range(1, L)}
+    slot = [res.group(f"R{l}", b_V) for l in range(L + 1)]
+    agree = {l: res.group(f"X{l}", b_V + (b_w[l - 2] if l >= 2 else 0)) for l in range(1, L + 1)}
+    d_model = res.width
+
+    # -- embedding: types and address bits by position, value / digit bits by token ----------------------------
+    W_pos = np.zeros((task.prompt_length, d_model))  # [n_ctx, d_model]
+    sizes = task.domain_sizes
+    for segment in task.segments:
+        rows = np.arange(segment.start, segment.stop)
+        if segment.name == "w":
+            W_pos[rows, type_w] = 1.0
+            continue
+        l = int(segment.name[1:])
+        W_pos[rows, type_z[l]] = 1.0
+        address = np.arange(segment.length)
+        if l >= 1:
+            W_pos[np.ix_(rows, lo)] = _bits(address % sizes[l - 2] if l >= 2 else address, b_V)
+        if l >= 2 and b_w[l - 2]:
+            W_pos[np.ix_(rows, hi[: b_w[l - 2]])] = _bits(address // sizes[l - 2], b_w[l - 2])
+    W_E = np.zeros((task.vocab_size, d_model))  # [d_vocab, d_model]
+    W_E[np.ix_(np.arange(V), val)] = _bits(np.arange(V), b_V)
+    digits = task.decode_query(np.arange(task.query_count))
+    for l in range(1, L):
+        W_E[np.ix_(np.arange(V, task.vocab_size), query[l])] = _bits(digits[l - 1], b_w[l - 1])
+
+    # -- layers ------------------------------------------------------------------------------------------------
+    layers = []
+    for l in range(L + 1):
+        if l == 0:  # the seed's bits at type:z0, each query digit's bits at type:w
+            captures = [([type_z[0]], val, slot[0])] + [([type_w], query[k], carried[k]) for k in range(1, L)]
+        else:  # the entry of z_l whose address bits all agree with (w_{l-1}, i_{l-1})
+            captures = [([type_z[l], *agree[l]], val, slot[l])]
+        mixer = _capture_layer(d_model, captures)
+        mlp = None
+        if l < L:  # the address agreement bits the next layer needs: lo vs i_l, and hi vs w_l
+            pairs = list(zip(lo, slot[l])) + (list(zip(hi[: b_w[l - 1]], carried[l])) if l >= 1 else [])
+            mlp = _agreement_mlp(d_model, pairs, list(agree[l + 1]))
+        layers.append(Layer(mixer, mlp))
+
+    # -- readout: logit_v = sum_k c_k(v) (2 R_L[k] - 1) = b_V - 2 hamming(v, i_L), c = the ±1 code ---------------
+    codes = pm1_codes(np.arange(V), b_V)  # [V, b_V]
+    W_U = np.zeros((d_model, V))  # [d_model, d_vocab_out]
+    W_U[slot[L], :] = 2 * codes.T
+    meta = Meta(task=task.name, params=task.params(), construction=NAME, claimed_format="fp64",
+                notes={"layout": "forward", "mixer": "rnn"})
+    return Network(Embedding(W_E, W_pos), tuple(layers), Readout(W_U, -codes.sum(axis=1), read="last"),
+                   res.basis(), meta)

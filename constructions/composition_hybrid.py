@@ -1,0 +1,158 @@
+"""Hybrid linear + full attention for L-sequential function composition (SPEC §4.2), one head per layer.
+
+Both networks are the (L+1)-layer composition construction (`constructions.composition`) with its first layers'
+softmax attention replaced by `linear` attention (S_t = S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, identity feature
+map, no normaliser); the embedding, the full-attention layers, their scale argument, the sign-cleaning MLPs and the
+readout are the composition construction's own, reused through its description.
+
+* `composition_hybrid`: one linear layer, then L full-attention layers. The linear layer copies the seed z_0 from
+  its position to the read position; the full layers do the L lookups exactly as in the (L+1)-layer network.
+  L full plus one linear succeed, where L-1 full plus any number of linear layers fail (Theorem 1.1): the
+  hierarchy is tight up to that single linear layer.
+* `composition_hybrid_small_table`: two linear layers, then L-1 full layers. The first copies z_0 as above and
+  its MLP turns the code of z_0 into a one-hot selector; the second holds the whole first table z_1 in its state
+  (keys are one-hot table indices) and reads row z_0 of it, which is i_1 = z_1(z_0). This escapes Theorem 1.1
+  only because its state grows with the table: d_k = m, d_v = b_V (the code width of N_{L-1}), so the layer
+  carries H * (d_k * d_v + d_k) = m * (b_V + 1) numbers, m * (b_V + 1) * p state bits, and d >= d_k = m
+  gives Hdp >= m * p. The theorem's bound H*d*p <= n^(2^(-4L-2)) excludes such budgets once m is large; where m is small, this
+  network shows that L-1 full layers plus linear ones do solve the task.
+
+The linear layers are exact, with no scale argument needed: every key is a 0/1 vector read from the position
+table, zero at every position but the ones the layer copies from, and those positions' keys are distinct unit
+vectors. So each state entry is a sum with at most one nonzero term, a product 1 * (±1), and the output
+S^T q = sum_i q_i S[i, :] with a one-hot q picks one row: every rounded operation is exact in every format that
+holds ±1, and the copied code arrives as exact ±1.
+
+Extra residual directions (after the composition construction's, see its module docstring):
+
+    sel0[a]   small-table only: 1 at the read position when z_0 = a, else 0 (written by layer 0's MLP)
+    tab1[a]   small-table only: 1 on the position of table entry z_1(a), else 0 (position table)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from constructions.composition import CodeRule, Description, describe, materialise
+from constructions.residual import pm1_codes
+from witness.ir import MLP, Embedding, Layer, LinearAttention, Meta, Network, Readout
+
+NAME = "composition_hybrid"
+SMALL_TABLE = "composition_hybrid_small_table"
+
+
+def _linear(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, W_O: np.ndarray) -> LinearAttention:
+    """Linear attention with the identity feature map, no normaliser and zero biases."""
+    H, d_model, d_k = W_Q.shape
+    d_v = W_V.shape[2]
+    return LinearAttention(W_Q, W_K, W_V, W_O, np.zeros((H, d_k)), np.zeros((H, d_k)), np.zeros((H, d_v)),
+                           np.zeros(d_model))
+
+
+def _copy_seed(description: Description, target: str) -> LinearAttention:
+    """Linear attention that writes the ±1 code of z_0 into group `target` at the read position.
+
+    One key dimension (d_k = 1) carries the seed's type indicator as the key and the constant 1 as the query;
+    the value (d_v = b_V) is the token's code. At the last position S = sum_j k_j v_j^T with k_j = type:z0(j),
+    which is 1 at the seed position and 0 elsewhere: S = code(z_0)^T (1 x b_V), and o = S^T 1 = code(z_0),
+    exactly (see the module docstring). Causality costs nothing: the seed comes before the read position in the
+    `paper` layout. State: 1 * b_V + 1 numbers.
+    """
+    basis = description.basis
+    d_model = len(basis)
+    val = basis.group("val")
+    b_V = len(val)
+    W_Q = np.zeros((1, d_model, 1))  # [H, d_model, d_k]
+    W_K = np.zeros((1, d_model, 1))
+    W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
+    W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
+    W_Q[0, basis.index("one"), 0] = 1.0
+    W_K[0, basis.index("type:z0"), 0] = 1.0
+    W_V[0, val, np.arange(b_V)] = 1.0
+    W_O[0, np.arange(b_V), basis.group(target)] = 1.0
+    return _linear(W_Q, W_K, W_V, W_O)
+
+
+def _hybrid_description(L: int, m: int, n) -> Description:
+    """The composition description with layer 0 (the seed fetch) done by linear attention.
+
+    The copy writes into `fetch` and keeps the composition's layer-0 MLP, which turns the fetched vector into
+    exact ±1 in R0 for |fetch| in [1/2, 1]; the copy is exactly ±1, so it applies (and clears `fetch` for the
+    full layers, whose attention writes it again)."""
+    description = describe(L, m, tuple(n))
+    first = Layer(_copy_seed(description, "fetch"), description.layers[0].mlp)
+    return dataclasses.replace(description, layers=(first,) + description.layers[1:])
+
+
+def _selector_mlp(description: Description, m: int) -> MLP:
+    """sel0[a] = relu(<code(a), R0> - (b_V - 1)): 1 when R0 = code(a), else 0.
+
+    <code(a), code(z_0)> = b_V - 2 hamming(a, z_0), so the pre-activation is 1 on the match and at most -1
+    elsewhere. Every term is an integer of magnitude <= b_V, exact in any format that holds b_V."""
+    basis = description.basis
+    d_model = len(basis)
+    slot = basis.group("R0")
+    b_V = len(slot)
+    W_in = np.zeros((d_model, m))  # [d_model, d_mlp]
+    W_in[slot, :] = pm1_codes(np.arange(m), b_V).T
+    W_out = np.zeros((m, d_model))  # [d_mlp, d_model]
+    W_out[np.arange(m), basis.group("sel0")] = 1.0
+    return MLP(W_in, np.full(m, -(b_V - 1.0)), W_out, np.zeros(d_model))
+
+
+def _table_lookup(description: Description, m: int) -> LinearAttention:
+    """Linear attention whose state holds the whole table z_1 and whose query selects row z_0 of it.
+
+    Keys: head dimension a is tab1[a], 1 on the position of table entry a only; values: the token's code. At the
+    read position S = sum_a e_a code(z_1(a))^T (one nonzero term per row) and the query is sel0 = e_{z_0}, so
+    o = S^T e_{z_0} = code(z_1(z_0)) = code(i_1), exactly; it is written straight into R1, the slot the
+    composition's layer 2 reads. The state is d_k x d_v = m x b_V (plus the d_k normaliser the budget counts):
+    it grows with m."""
+    basis = description.basis
+    d_model = len(basis)
+    val = basis.group("val")
+    b_V = len(val)
+    W_Q = np.zeros((1, d_model, m))  # [H, d_model, d_k]
+    W_K = np.zeros((1, d_model, m))
+    W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
+    W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
+    W_Q[0, basis.group("sel0"), np.arange(m)] = 1.0
+    W_K[0, basis.group("tab1"), np.arange(m)] = 1.0
+    W_V[0, val, np.arange(b_V)] = 1.0
+    W_O[0, np.arange(b_V), basis.group("R1")] = 1.0
+    return _linear(W_Q, W_K, W_V, W_O)
+
+
+def _small_table_description(L: int, m: int, n) -> Description:
+    """Layers 0 and 1 linear (copy z_0 into R0 and compute sel0; look up z_1(z_0) into R1), then the composition's
+    full-attention layers 2..L."""
+    description = describe(L, m, tuple(n), extra=(("sel0", m), ("tab1", m)))
+    positions = tuple(dataclasses.replace(c, rules=c.rules + (CodeRule("tab1", "address_onehot", m),))
+                      if c.name == "z1" else c for c in description.positions)
+    description = dataclasses.replace(description, positions=positions)
+    linear = (Layer(_copy_seed(description, "R0"), _selector_mlp(description, m)),
+              Layer(_table_lookup(description, m)))
+    return dataclasses.replace(description, layers=linear + description.layers[2:])
+
+
+def _network(description: Description, name: str, notes: dict) -> Network:
+    meta = Meta(task=description.task.name, params=description.task.params(), construction=name,
+                claimed_format="fp64", notes={"beta": description.beta, "C": description.C, **notes})
+    W_E, W_pos, W_U = materialise(description)
+    V = description.task.value_vocab
+    return Network(Embedding(W_E, W_pos), description.layers, Readout(W_U, np.zeros(V), read="last"),
+                   description.basis, meta)
+
+
+def build(L: int, m: int, n=()) -> Network:
+    """One linear layer (the seed copy) and L full-attention layers; readout i_L at the last position."""
+    return _network(_hybrid_description(L, m, n), NAME, {"linear_layers": [0], "full_layers": list(range(1, L + 1))})
+
+
+def build_small_table(L: int, m: int, n=()) -> Network:
+    """Two linear layers (seed copy, then a lookup in z_1 held in the state) and L-1 full-attention layers."""
+    return _network(_small_table_description(L, m, n), SMALL_TABLE,
+                    {"linear_layers": [0, 1], "full_layers": list(range(2, L + 1)),
+                     "state_numbers": "m * (b_V + 1) in layer 1 (H = 1, d_k = m, d_v = b_V)"})

@@ -1,0 +1,130 @@
+"""`witness hierarchy --quick`: every certified row re-checked from its certificate, every failure replayed.
+
+The replay does not trust the report: each saved network is loaded from its file and run by the executor at the
+row's format and semantics, and the answer it should have given comes from tests/reference_tasks.py (plain loops
+over the task's definition), not from witness.tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reference_tasks import composition_answer_from_tokens, two_sum_answer
+from verify.certificate import CertificateError, check_certificate, load_certificate
+from verify.hierarchy import load_config
+from witness.arith import arithmetic, parse_format
+from witness.cli import main
+from witness.errors import FileFormatError, ParameterError
+from witness.execute import run
+from witness.io import load
+
+STATUSES = {"certified", "unknown", "failures found", "none found", "not available"}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("hierarchy")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["hierarchy", "--quick", "--out", str(out), "--json"]) == 0
+    lines = stdout.getvalue().strip().splitlines()
+    assert len(lines) == 1  # --json prints exactly one object
+    return out, json.loads(lines[0])
+
+
+def reference_answer(row: dict, tokens: list[int]):
+    params = row["params"]
+    if row["task"] == "composition":
+        return composition_answer_from_tokens(params["m"], tuple(params["n"]), tokens)
+    return two_sum_answer(tokens, params["M"], params["t"], params.get("causal", False))
+
+
+def replay(out: Path, row: dict, tokens: list[int]):
+    network = load(out / row["network"])
+    predictions = run(network, np.asarray([tokens]), arithmetic(parse_format(row["format"]), row["semantics"]))
+    values = [int(v) for v in predictions.predictions[0]]
+    return values[0] if network.readout.read == "last" else values
+
+
+def test_report_covers_every_level_and_writes_its_files(report):
+    out, payload = report
+    assert json.loads((out / "report.json").read_text()) == payload
+    assert {row["status"] for row in payload["rows"]} <= STATUSES
+    levels = [L for L, _, _ in load_config(quick=True).levels]
+    certified = sorted(row["L"] for row in payload["rows"]
+                       if row.get("construction") == "composition" and row["status"] == "certified")
+    assert certified == levels  # the (L+1)-layer construction is certified at every configured depth
+    probed = {(row["L"], row["architecture"]) for row in payload["rows"] if row["stage"] == "probe"}
+    assert {L for L, _ in probed if L is not None} == set(levels)
+    text = (out / "report.md").read_text()
+    for row in payload["rows"]:
+        assert row["architecture"] in text
+    for plot in payload["plots"]:
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(payload["plots"]) == 2
+    assert {item["task"] for item in payload["bounds"]} >= {"composition"}
+
+
+def test_every_certified_row_is_rechecked_from_its_certificate(report):
+    out, payload = report
+    certified = [row for row in payload["rows"] if row["status"] == "certified"]
+    assert certified
+    for row in certified:
+        certificate = load_certificate(out / row["certificate"])
+        assert certificate["format"] == row["format"] and certificate["semantics"] == row["semantics"]
+        check_certificate(certificate, load(out / row["network"]))
+
+
+def test_a_certificate_for_another_network_is_rejected(report):
+    out, payload = report
+    certified = [row for row in payload["rows"] if row["status"] == "certified"]
+    first, second = certified[0], certified[1]
+    with pytest.raises(CertificateError):
+        check_certificate(load_certificate(out / first["certificate"]), load(out / second["network"]))
+
+
+def test_every_failure_and_pair_replays_through_the_executor(report):
+    out, payload = report
+    replayed = 0
+    for row in payload["rows"]:
+        for failure in row.get("failures", []):
+            expected = reference_answer(row, failure["tokens"])
+            assert failure["expected"] == expected
+            output = replay(out, row, failure["tokens"])
+            assert output == failure["output"] and output != expected
+            replayed += 1
+        for pair in row.get("pairs", []):
+            assert reference_answer(row, pair["a"]) != reference_answer(row, pair["b"])
+            assert replay(out, row, pair["a"]) == replay(out, row, pair["b"]) == pair["output"]
+            replayed += 1
+    assert replayed  # random networks at these sizes do fail, so the quick run has failures to replay
+
+
+def test_a_failure_replays_with_witness_run(report, capsys, monkeypatch):
+    out, payload = report
+    row = next(row for row in payload["rows"] if row.get("failures"))
+    failure = row["failures"][0]
+    monkeypatch.chdir(out)  # the report's paths are relative to its folder
+    capsys.readouterr()
+    assert main(["run", row["network"], "--tokens", ",".join(map(str, failure["tokens"])), "--format",
+                 row["format"], "--semantics", row["semantics"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == failure["output"]
+
+
+def test_bad_configuration_and_levels_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"levels": {}}')
+    with pytest.raises(FileFormatError):
+        load_config(bad)
+    with pytest.raises(ParameterError):
+        load_config(quick=True).select([9])
+    assert main(["hierarchy", "--quick", "--out", str(tmp_path), "--L", "9"]) == 2
+    assert main(["hierarchy", "--out", str(tmp_path), "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("witness: error:") for line in err)

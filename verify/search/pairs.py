@@ -1,0 +1,153 @@
+"""Indistinguishable pairs across a layout boundary (SPEC §6): the constructive heart of the lower bounds.
+
+Cut the prompt at position `boundary` (by default, for composition in the `paper` layout, right after the z_L
+table). In CPW's communication picture the prefix can influence the positions after the cut only through what
+crosses it, at precision p:
+
+* per causal softmax-attention layer, later query i and head h: the prefix's part of the softmax, i.e. its
+  running maximum score `top`, its denominator sum_j exp(s_ij - top) and its numerator sum_j exp(s_ij - top) v_j
+  (j < boundary), each computed and rounded by the run's own arithmetic;
+* per recurrent (linear-attention) layer and head: the state leaving the prefix, S at position boundary - 1 (and
+  the normaliser z of a normalised linear attention), as the executor's kernel records it (`hook_state`).
+
+Every prefix-only computation is causal, so by induction over the layers two inputs with the same suffix and equal
+crossings present the same values to every later position in CPW's model, where each crossing message is what is
+rounded to p bits. The executor rounds elsewhere (`theory`: only what leaves a block, so the exact partial sums may
+differ while their p-bit roundings agree; `strict`: every operation, in the executor's order), so a collision is
+only a *candidate*: it is reported after `verify.search.report.confirm_pair` has re-run both inputs from scratch
+and seen the same output on two different answers, which by itself proves that the network is wrong on one of
+them, whatever the hash said.
+
+Search: fix a random suffix, run many prefixes under it -- random ones, and single-token changes of one of them
+(every one when there are few, so the position the answer reads is changed too) -- hash each input's crossings,
+and bucket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+
+from verify.check import batch_size
+from verify.search.report import Pair, confirm_pair
+from witness.arith import Arithmetic
+from witness.errors import ParameterError
+from witness.execute import _project as project
+from witness.execute import run
+from witness.ir import RECURRENT_MIXERS, Attention, Network
+from witness.tasks.base import check_int
+
+#: The trace hooks holding what a recurrent layer carries past a position: its state, and a linear-attention
+#: normaliser where the layer has one.
+STATE_HOOKS = ("hook_state", "hook_normalizer")
+#: Pairs a search keeps before it stops.
+DEFAULT_MAX_PAIRS = 5
+
+
+def has_default_boundary(task) -> bool:
+    return task.name == "composition" and task.layout == "paper"
+
+
+def default_boundary(task) -> int:
+    """The cut after the first block of the prompt: composition (`paper` layout) cuts after the z_L table."""
+    if not has_default_boundary(task):
+        raise ParameterError(f"no default boundary for {task}; give one")
+    return task.segment(f"z{task.L}").stop
+
+
+def _attention_crossing(block: Attention, x: np.ndarray, boundary: int, arith: Arithmetic) -> list[np.ndarray]:
+    """The prefix's partial softmax (top, denominator, numerator) for every later query and head."""
+    if not block.causal:
+        raise ParameterError("a bidirectional attention layer lets the prefix see the suffix: no boundary exists")
+    q, k, v = project(block, x, arith)  # [b, H, n, d_head], as the executor computes them
+    scores = arith.matmul(q[:, :, boundary:], np.swapaxes(k[:, :, :boundary], -1, -2))  # [b, H, later, prefix]
+    top = scores.max(axis=-1, keepdims=True)
+    numerators = arith.exp(arith.sub(scores, top))
+    return [arith.store(top), arith.store(arith.sum(numerators, axis=-1)),
+            arith.store(arith.matmul(numerators, v[:, :, :boundary]))]
+
+
+def crossings(network: Network, tokens: np.ndarray, boundary: int, arith: Arithmetic) -> list[bytes]:
+    """One digest per input of everything that crosses `boundary` (see the module docstring)."""
+    tokens = np.asarray(tokens)
+    if not 0 < boundary < tokens.shape[1]:
+        raise ParameterError(f"boundary must lie inside the prompt (0, {tokens.shape[1]}), got {boundary}")
+    trace = run(network, tokens, arith, trace=True).trace
+    parts: list[np.ndarray] = []
+    for l, layer in enumerate(network.layers):
+        x = trace["hook_embed"] if l == 0 else trace[f"blocks.{l - 1}.hook_resid_post"]
+        if isinstance(layer.mixer, Attention):
+            parts += _attention_crossing(layer.mixer, x, boundary, arith)
+        elif isinstance(layer.mixer, RECURRENT_MIXERS):  # hooks [b, H, n, ...]: the state after each position
+            parts += [trace[f"blocks.{l}.attn.{hook}"][:, :, boundary - 1] for hook in STATE_HOOKS
+                      if f"blocks.{l}.attn.{hook}" in trace]
+        else:
+            raise ParameterError(f"blocks.{l}: no boundary crossing is defined for mixer kind {layer.mixer.kind!r}")
+    # + 0.0 turns -0.0 into 0.0: equal values, equal bytes.
+    flat = np.concatenate([np.reshape(part, (tokens.shape[0], -1)) + 0.0 for part in parts], axis=1)
+    return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in np.ascontiguousarray(flat)]
+
+
+def _prefixes(task, boundary: int, rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` random prefixes, and up to `count` single-token changes of the first one (all of them when there
+    are no more than that), distinct."""
+    radices, offsets = (a[:boundary] for a in task.position_alphabets())
+    random = rng.integers(0, radices, size=(count, boundary)) + offsets
+    changes = [(position, value) for position in range(boundary)
+               for value in range(offsets[position], offsets[position] + radices[position])
+               if value != random[0, position]]
+    if len(changes) > count:
+        changes = [changes[i] for i in rng.choice(len(changes), count, replace=False)]
+    changed = np.repeat(random[:1], len(changes), axis=0)
+    for row, (position, value) in enumerate(changes):
+        changed[row, position] = value
+    return np.unique(np.concatenate([random, changed]), axis=0)
+
+
+def boundary_pairs(network: Network, arith: Arithmetic, boundary: int | None = None, suffixes: int = 4,
+                   prefixes: int = 256, seed: int = 0, max_pairs: int = DEFAULT_MAX_PAIRS) -> tuple[list[Pair], dict]:
+    """Confirmed indistinguishable pairs and the search record (inputs run, distinct crossings, candidates)."""
+    task = network.task
+    if task is None:
+        raise ParameterError("the network names no task, so answers cannot differ")
+    boundary = default_boundary(task) if boundary is None else check_int("boundary", boundary, 1)
+    suffixes, prefixes = check_int("suffixes", suffixes, 1), check_int("prefixes", prefixes, 1)
+    max_pairs = check_int("max_pairs", max_pairs, 1)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    start = time.perf_counter()
+    pairs: list[Pair] = []
+    inputs = distinct = candidates = 0
+    for _ in range(suffixes):
+        suffix = task.random_tokens(rng, 1)[0, boundary:]
+        heads = _prefixes(task, boundary, rng, prefixes)
+        batch = np.concatenate([heads, np.broadcast_to(suffix, (len(heads), suffix.size))], axis=1)
+        answers = task.answers(batch).reshape(len(batch), -1)
+        buckets: dict[bytes, dict[bytes, int]] = {}  # crossing -> answer -> the first row with it
+        size = batch_size(network)
+        digests = [d for begin in range(0, len(batch), size)
+                   for d in crossings(network, batch[begin:begin + size], boundary, arith)]
+        for row, digest in enumerate(digests):
+            by_answer = buckets.setdefault(digest, {})
+            answer = answers[row].tobytes()
+            if answer in by_answer or len(pairs) >= max_pairs:
+                continue
+            for other in by_answer.values():
+                candidates += 1
+                pair = confirm_pair(network, batch[other], batch[row], arith)
+                if pair is not None:
+                    pairs.append(pair)
+                    break
+            by_answer[answer] = row
+        inputs += len(batch)
+        distinct += len(buckets)
+        if len(pairs) >= max_pairs:
+            break
+    searched = {"method": "boundary_pairs", "boundary": boundary, "inputs": inputs, "distinct_crossings": distinct,
+                "candidates": candidates, "confirmed": len(pairs), "seed": seed,
+                "seconds": round(time.perf_counter() - start, 3)}
+    return pairs, searched
+
+
+__all__ = ["boundary_pairs", "crossings", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]

@@ -1,0 +1,90 @@
+"""Sweeps: independent, seeded jobs run through dask.distributed, results returned in job order.
+
+A sweep is `function(job)` for every job of a list. Each job carries everything it depends on (its parameters and
+its seed), so the result of a job does not depend on where or when it runs, and `sweep` returns the results in
+the order of `jobs`: the same list a plain loop `[function(job) for job in jobs]` gives, on one thread or a
+cluster. Where the jobs run is an `Engine`:
+
+* `Engine()` -- in-process: a dask.distributed client whose one worker is a thread of this process (no process
+  start-up, nothing to serialise to disk); the default of every command;
+* `Engine(workers=N)` -- a `LocalCluster` of N worker processes with one thread each (`--workers N`);
+* `Engine(scheduler="tcp://host:8786")` -- an existing cluster's scheduler (`--scheduler ADDRESS`); its workers
+  must have witness installed. A job's result travels back to this process; a job that writes files writes them
+  on its worker's machine, so give it a folder every worker shares (as `witness hierarchy --scheduler` asks).
+
+dask moves functions, jobs and results between processes with (cloud)pickle; that is transport inside one
+sweep, never a file format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from distributed import Client, as_completed
+from tqdm import tqdm
+
+from witness.errors import ParameterError
+
+Job = TypeVar("Job")
+#: How long to wait for an existing scheduler to answer before giving up.
+CONNECT_TIMEOUT = "10s"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where a sweep runs: in-process (neither field set), `workers` local processes, or an existing `scheduler`."""
+
+    workers: int | None = None
+    scheduler: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.scheduler is not None:
+            raise ParameterError("give at most one of workers (a local cluster) and scheduler (an existing one)")
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise ParameterError(f"workers must be a positive integer, got {self.workers!r}")
+        if self.scheduler is not None and (not isinstance(self.scheduler, str) or not self.scheduler.strip()):
+            raise ParameterError(f"scheduler must be an address such as tcp://host:8786, got {self.scheduler!r}")
+
+    def describe(self) -> str:
+        if self.scheduler is not None:
+            return f"scheduler {self.scheduler}"
+        if self.workers is not None:
+            return f"local cluster, {self.workers} worker process{'es' if self.workers > 1 else ''}"
+        return "in-process"
+
+    def client(self) -> Client:
+        """A client for this engine; closing it also closes the local cluster it started, if any."""
+        if self.scheduler is not None:
+            try:
+                return Client(self.scheduler, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as exc:
+                raise ParameterError(f"cannot reach the dask scheduler at {self.scheduler} ({exc})") from None
+        processes = self.workers is not None
+        return Client(processes=processes, n_workers=self.workers or 1, threads_per_worker=1,
+                      dashboard_address=":0")  # any free port: never a clash
+
+
+def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = Engine(), *,
+          progress: str | None = None) -> list[Any]:
+    """`[function(job) for job in jobs]`, computed on `engine`. `function` must be importable by the workers (a
+    module-level function). A job that raises re-raises here, as the same exception. `progress` labels a tqdm bar
+    over finished jobs (None: no bar)."""
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    client = engine.client()
+    try:
+        futures = client.map(function, jobs, pure=False)
+        index = {future.key: position for position, future in enumerate(futures)}
+        results: list[Any] = [None] * len(jobs)
+        with tqdm(total=len(jobs), desc=progress, unit="job", disable=True if progress is None else None,
+                  leave=False) as bar:
+            for future in as_completed(futures):
+                results[index[future.key]] = future.result()  # re-raises the job's exception
+                bar.update(1)
+        return results
+    finally:
+        client.close()
