@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 import witness
 from verify import check
@@ -23,18 +22,9 @@ from verify.certify import certify
 from verify.parametric import certify_composition
 from witness.arith.formats import FP32
 from witness.arith.semantics import arithmetic
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 SAMPLES = 4
-
-
-def best_of(repeats: int, action):
-    """(seconds, result) of the fastest of `repeats` runs: other jobs on the machine only ever add time."""
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = action()
-        runs.append((time.perf_counter() - start, result))
-    return min(runs, key=lambda run: run[0])
 
 
 def materialised(log2_sizes: list[int]) -> None:
@@ -47,8 +37,8 @@ def materialised(log2_sizes: list[int]) -> None:
             # strict execution costs ~n^2 per input (index-order accumulation over the keys), so large sizes
             # run once, on one input
             repeats, samples = (3, SAMPLES) if k <= 10 else (1, 1)
-            certify_s, proof = best_of(repeats, lambda: certify(network, arith))
-            sampled_s, _ = best_of(repeats, lambda: check.sampled(network, samples, seed=0, arith=arith))
+            certify_s, proof = best_time(lambda: certify(network, arith), repeats)
+            sampled_s, _ = best_time(lambda: check.sampled(network, samples, seed=0, arith=arith), repeats)
             per_input = sampled_s / samples
             print(f"{2**k:>7} {semantics:>9} {certify_s:>10.4f} {proof.status.value:>9} {per_input:>10.4f} "
                   f"{certify_s / per_input:>13.2f}")
@@ -59,7 +49,7 @@ def parametric(log2_sizes: list[int]) -> None:
     print(f"{'log2 n':>7} {'seconds':>10} {'status':>9} {'x smallest':>11}")
     base = None
     for k in log2_sizes:
-        seconds, proof = best_of(3, lambda: certify_composition(1, 2**k - 2, (), FP32, "theory"))
+        seconds, proof = best_time(lambda: certify_composition(1, 2**k - 2, (), FP32, "theory"), 3)
         base = base or seconds
         print(f"{k:>7} {seconds:>10.4f} {proof.status.value:>9} {seconds / base:>11.2f}")
 

@@ -15,7 +15,6 @@ import argparse
 import importlib.util
 import platform
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 
 import witness
 from witness.execute import run
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,15 +37,6 @@ def load_reference_forward():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def best_time(action, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def peak_memory(action) -> int:
@@ -66,7 +57,7 @@ def compile_scaling(sizes) -> None:
             return witness.compile("composition", L=2, m=m, n=[n_1])
 
         network = build()
-        seconds = best_time(build, 3 if network.n_ctx < 10**5 else 1)
+        seconds, _ = best_time(build, 3 if network.n_ctx < 10**5 else 1)
         peak = peak_memory(build)
         if baseline is None:
             baseline = (network.n_ctx, seconds, peak)
@@ -87,8 +78,8 @@ def throughput(cases) -> None:
             tokens = network.task.random_tokens(seed=0, count=count)
             executed = run(network, tokens).predictions[:, 0]
             referenced = reference_forward.forward(path, tokens)[:, 0].argmax(axis=-1)
-            ours = best_time(lambda: run(network, tokens), 3)
-            theirs = best_time(lambda: reference_forward.forward(path, tokens), 1)
+            ours, _ = best_time(lambda: run(network, tokens), 3)
+            theirs, _ = best_time(lambda: reference_forward.forward(path, tokens), 1)
             agree = bool(np.array_equal(executed, referenced))
             name = f"L={L} m={m} n={n}"
             print(f"{name:>28} {network.n_ctx:>7} {count:>7} {count / ours:>11.0f} {count / theirs:>12.0f} "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 import numpy as np
 
@@ -23,18 +22,9 @@ from verify.search import architectures, pairs, probes
 from witness.arith import arithmetic, parse_format
 from witness.execute import run
 from witness.tasks import Composition
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 TASK = Composition(L=2, m=9, n=(10,))
-
-
-def best_of(repeats: int, action) -> float:
-    """Seconds of the fastest of `repeats` runs: other jobs on the machine only ever add time."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -49,7 +39,7 @@ def main() -> None:
     print(f"{'semantics':>9} {'probe':>15} {'inputs/s':>10} {'x executor':>11}")
     for semantics in ("strict", "theory"):
         arith = arithmetic(parse_format("fp16"), semantics)
-        base = count / best_of(3, lambda: run(network, tokens, arith))
+        base = count / best_time(lambda: run(network, tokens, arith), 3)[0]
         print(f"{semantics:>9} {'executor run':>15} {base:>10.1f} {1.0:>11.2f}")
         timed = {
             "sampled": (count, lambda: probes.sampled(network, arith, count, seed=0)),
@@ -60,7 +50,7 @@ def main() -> None:
         for name, (inputs, action) in timed.items():
             if inputs is None:  # the probe decides how many inputs it runs: ask it
                 inputs = (action()[1] if name == "boundary pairs" else action().searched)["inputs"]
-            rate = inputs / best_of(3, action)
+            rate = inputs / best_time(action, 3)[0]
             print(f"{semantics:>9} {name:>15} {rate:>10.1f} {rate / base:>11.2f}")
 
 

@@ -11,7 +11,6 @@ batch under the same semantics; every other row swaps that layer for a recurrent
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
@@ -20,15 +19,7 @@ from witness.execute import run
 from witness.ir import RECURRENT_MIXERS
 from witness.tasks import Composition
 from witness.train import Architecture, LayerSpec
-
-
-def best_time(function, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 
 def main() -> None:
@@ -49,10 +40,10 @@ def main() -> None:
     print(f"one layer, prompt {task.prompt_length} tokens, batch {args.batch}, H {args.H}, d_head {args.d_head}, "
           f"d_model {args.d_model}; best of {args.repeat}")
     for name, arith in (("float64", FLOAT64), ("fp16 strict", arithmetic("fp16", "strict"))):
-        baseline = best_time(lambda: run(networks["attention"], tokens, arith), args.repeat)
+        baseline, _ = best_time(lambda: run(networks["attention"], tokens, arith), args.repeat)
         print(f"{name}: attention {baseline * 1e3:.1f} ms = 1.0")
         for kind in kinds[1:]:
-            seconds = best_time(lambda: run(networks[kind], tokens, arith), args.repeat)
+            seconds, _ = best_time(lambda: run(networks[kind], tokens, arith), args.repeat)
             print(f"  {kind:>15}  {seconds * 1e3:9.1f} ms  ratio {seconds / baseline:6.2f}")
 
 

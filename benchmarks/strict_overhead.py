@@ -10,7 +10,6 @@ time is the best of --repeat runs. Also prints how many inputs each run answered
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
@@ -18,18 +17,10 @@ import witness
 from witness.arith import FLOAT64, arithmetic
 from witness.errors import OverflowInFormat
 from witness.execute import run
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 CASES = [("fp64", "strict"), ("fp32", "strict"), ("fp16", "strict"), ("bf16", "strict"), ("float:3,4", "strict"),
          ("fixed:6,8", "strict"), ("fp16", "theory"), ("fp16", "mixed")]
-
-
-def best_time(function, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def main() -> None:

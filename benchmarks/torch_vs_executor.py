@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
 import torch
@@ -24,16 +23,7 @@ from witness.execute import run
 from witness.tasks import Composition
 from witness.torch import to_module
 from witness.train import Architecture, LayerSpec
-
-
-def best_of(repeats: int, action) -> float:
-    """Seconds of the fastest of `repeats` runs: other jobs on the machine only ever add time."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 
 def cases(quick: bool):
@@ -65,8 +55,8 @@ def main() -> None:
                 assert np.array_equal(module_logits, expected), name
             else:
                 assert np.abs(module_logits - expected).max() <= 1e-9 * (1 + np.abs(expected).max()), name
-            executor_s = best_of(repeats, lambda: run(network, tokens))
-            torch_s = best_of(repeats, lambda: module.read_logits(tensor))
+            executor_s, _ = best_time(lambda: run(network, tokens), repeats)
+            torch_s, _ = best_time(lambda: module.read_logits(tensor), repeats)
         print(f"{name:<48} {tokens.shape[1]:>4} {network.d_model:>7} {batch / executor_s:>13.0f} "
               f"{batch / torch_s:>11.0f} {executor_s / torch_s:>10.2f}")
 

@@ -13,7 +13,8 @@ For L = 2 and 3 and table sizes m from small to large, the script
   before and after each, for every recurrent mixer, with seeded random weights, at two budgets: a small one
   (H 1, d_head 4, d_model 8, float:3,4: Hdp 64) and the (L+1)-layer construction's own (its d_head and d_model at
   fp16);
-* trains one hybrid (`rnn`, the small budget) with the shared trainer and searches it too.
+* trains hybrids with the shared trainer (`rnn` at the small budget; `linear` and `rnn` at a tiny one) and
+  searches them too.
 
 Each search row says what was found -- replayable failures, indistinguishable pairs -- or "none found in N inputs".
 A found failure or pair is a proof that this network is wrong (each was re-run by the verifier); "none found" is a
@@ -32,7 +33,7 @@ import witness
 from verify.certify import certify
 from verify.search import architectures
 from verify.search import bounds as theorem_bounds
-from verify.search.hybrid import search_hybrid
+from verify.search.hybrid import PAIR_SUFFIXES, search_hybrid
 from witness.arith import arithmetic, parse_format
 from witness.ir import RECURRENT_MIXERS
 from witness.registry import construction_names
@@ -45,23 +46,23 @@ CERTIFIED = ("composition", "composition_hybrid", "composition_hybrid_small_tabl
 SMALL = {"H": 1, "d_head": 4, "d_model": 8, "format": "float:3,4"}
 LINEAR_PER_GAP = 2
 EFFORT = {"samples": 100, "hypothesis_examples": 10, "pair_suffixes": 2, "pair_prefixes": 32, "exhaustive_limit": 0}
-#: The matrix-state mixers' trainer initialisation overflows float32 (see the notes below the table), so the trained
-#: row uses the general `rnn` form.
 TRAINED = {"mixer": "rnn", "train_seeds": 2, "train_steps": 400, "train_seconds": 20.0}
 TRAINED_EFFORT = {**EFFORT, "pair_suffixes": 4, "pair_prefixes": 256}
+#: The smallest budget: one head of width 1 in a residual stream of 2 at 6 bits, where crossing messages collide.
+TINY = {"H": 1, "d_head": 1, "d_model": 2, "format": "float:2,3"}
+TINY_EFFORT = {**EFFORT, "pair_suffixes": PAIR_SUFFIXES, "pair_prefixes": 2000}
 
 
 NOTES = """Notes.
 
-* Random hybrids: the trainer's initialisation (`witness.train`: weights normal with std 1/sqrt(fan-in), and the IR
-  has no layer norm) lets a matrix-state mixer's read-out S_t^T q_t, cubic in the residual stream, grow through the
-  stack, so at these sizes the residual stream overflows and nearly every output is a tie (-1, a failure by the
-  project's rule). Those failures replay, but they are trivial, and a pair between two tied inputs only says that
-  the network ties on both. The general `rnn` form stays finite, and its failures are ordinary wrong answers. This
-  is a property of these random weights, not evidence for or against the theorem.
-* The same growth makes the float32 trainer diverge (NaN) for the matrix-state mixers, so the trained row uses the
-  `rnn` form; its best held-out accuracy is at chance level (1/16 for m = 4, n_1 = 4): the shared trainer did not
-  learn the task within its budget. Its pairs are still proofs that it answers one of two inputs wrongly.
+* Random hybrids: the trainer's initialisation (`witness.train`) scales each recurrent layer so that its read-out
+  stays of order one without a layer norm, so outputs are finite and ties rare. Random networks are far from
+  solving the task, so they are wrong on most inputs: those failures replay, but they say nothing about the
+  architecture, only about these weights.
+* Trained rows: the shared trainer (3 seeds, 20 s each unless stated, best held-out accuracy kept) gets near chance
+  accuracy within these budgets. The pair search then looks for indistinguishable pairs across the boundary after
+  the z_L table; at the tiny budget (d_model 2, float:2,3: Hdp 12) the crossing messages carry few bits, and a pair
+  found there is a proof that the trained network answers one of its two inputs wrongly.
 * The certified rows are proofs for every input at fp16 strict (`verify.certify`); the search rows are samples.
 """
 
@@ -139,6 +140,8 @@ def table(sizes: dict, mixers: list[str], trained: bool) -> list[str]:
         task = Composition(L=2, m=4, n=(4,))
         lines.append(search_row(task, TRAINED["mixer"], SMALL, "trained", seed=0, effort=TRAINED_EFFORT,
                                 **{k: v for k, v in TRAINED.items() if k != "mixer"}))
+        for mixer in ("linear", "rnn"):
+            lines.append(search_row(task, mixer, TINY, "trained", seed=0, effort=TINY_EFFORT))
     return lines
 
 

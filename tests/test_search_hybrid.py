@@ -6,13 +6,12 @@ the search code is trusted for nothing it reports.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 import witness
 from reference_tasks import all_composition_inputs, composition_answer_from_tokens
+from test_cli import single_json
 from verify.search import architectures, pairs, probes
 from verify.search.hybrid import search_full, search_hybrid
 from witness.arith import arithmetic, parse_format
@@ -168,14 +167,6 @@ def test_search_full_report(tmp_path):
     methods = [p["method"] for p in report.searched["probes"]]
     assert methods == ["sampled", "hypothesis", "boundary_pairs"]
     assert report.searched["inputs"] == sum(p["inputs"] for p in report.searched["probes"])
-
-
-def single_json(capsys) -> dict:
-    captured = capsys.readouterr()
-    assert captured.err == ""
-    lines = captured.out.strip().splitlines()
-    assert len(lines) == 1
-    return json.loads(lines[0])
 
 
 def test_cli_search_full_json_and_replay(tmp_path, capsys):
