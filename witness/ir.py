@@ -76,6 +76,26 @@ class _Projections(_Arrays):
     b_V: np.ndarray  # [H, d_v]
     b_O: np.ndarray  # [d_model]
 
+    @property
+    def n_heads(self) -> int:
+        return self.W_Q.shape[0]
+
+    @property
+    def d_k(self) -> int:
+        return self.W_Q.shape[2]
+
+    @property
+    def d_v(self) -> int:
+        return self.W_V.shape[2]
+
+    @property
+    def d_head(self) -> int:
+        return max(self.d_k, self.d_v)
+
+    @property
+    def d_model(self) -> int:
+        return self.W_Q.shape[1]
+
 
 class SoftmaxHeads(_Projections):
     """The arrays every softmax-attention kind shares (full, block-sparse, sliding-window): H heads of W_Q, W_K,
@@ -101,18 +121,6 @@ class SoftmaxHeads(_Projections):
         H, d_model, d_head = np.shape(W_Q)
         zero = np.zeros((H, d_head))
         return cls(W_Q=W_Q, W_K=W_K, W_V=W_V, W_O=W_O, b_Q=zero, b_K=zero, b_V=zero, b_O=np.zeros(d_model), **options)
-
-    @property
-    def n_heads(self) -> int:
-        return self.W_Q.shape[0]
-
-    @property
-    def d_head(self) -> int:
-        return self.W_Q.shape[2]
-
-    @property
-    def d_model(self) -> int:
-        return self.W_Q.shape[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,26 +272,6 @@ class _MatrixState(_Projections):
                                          f"[H, d_model, d_k] (one per state row), got shape {np.shape(getattr(self, W))}")
             shapes[W], shapes[b] = (H, d_model, width), (H, width)
         self._freeze(shapes)
-
-    @property
-    def n_heads(self) -> int:
-        return self.W_Q.shape[0]
-
-    @property
-    def d_k(self) -> int:
-        return self.W_Q.shape[2]
-
-    @property
-    def d_v(self) -> int:
-        return self.W_V.shape[2]
-
-    @property
-    def d_head(self) -> int:
-        return max(self.d_k, self.d_v)
-
-    @property
-    def d_model(self) -> int:
-        return self.W_Q.shape[1]
 
     @property
     def state_numbers(self) -> int:
