@@ -1,4 +1,5 @@
-"""certify for 2-Sum networks (verify.certify_two_sum), its certificate and re-check, and min-precision two_sum.
+"""certify for 2-Sum networks (the checker's verify/checker/two_sum.py), its certificate and re-check, and
+min-precision two_sum.
 
 Soundness is judged against exhaustive enumeration (verify.check.exhaustive, itself tested against a plain loop
 in tests/reference_tasks.py) on small families, over formats from far too small to ample -- so that exhaustive
@@ -15,9 +16,9 @@ import pytest
 
 import witness
 from reference_tasks import two_sum_answer as reference_bits
-from verify import check
-from verify.certificate import CertificateError, check_certificate
+from verify import check, checker
 from verify.certify import certify
+from verify.certify.networks import weights_of
 from verify.precision import min_precision, two_sum_checker
 from verify.result import Status
 from witness.arith.semantics import arithmetic
@@ -190,20 +191,22 @@ def test_larger_families_are_certified(n, M, t, causal, fmt, semantics):
     arith = arithmetic(fmt, semantics)
     result = certify(network, arith)
     assert result.status is Status.VERIFIED, result.detail.get("reason")
-    assert result.detail["inputs_log2"] == pytest.approx(n * np.log2(M))
+    assert float(result.detail["inputs_log2"]) == pytest.approx(n * np.log2(M), rel=1e-5)
     batch = np.random.default_rng(n + M).integers(0, M, size=(8, n))
     batch[0, : n // 2] = (t - batch[0, 0]) % M  # many matches at once
     predicted = witness.execute.run(network, batch, arith).predictions
     assert predicted.tolist() == [reference_bits(row, M, t, causal) for row in batch]
 
 
-def test_mixed_semantics_and_non_two_sum_networks_are_unknown():
+def test_mixed_semantics_and_a_claim_about_another_task_are_refused():
     network = witness.compile("two_sum", n=4, M=4, t=0)
     assert certify(network, arithmetic("fp16", "mixed")).status is Status.UNKNOWN
     composition = witness.compile("composition", L=1, m=3)
-    from verify.certify_two_sum import certify_two_sum
-
-    assert "two_sum" in certify_two_sum(composition, arithmetic("fp32", "strict")).detail["reason"]
+    weights = weights_of(composition)
+    claim = {"task": "two_sum", "params": network.meta.params, "format": "fp32", "semantics": "strict",
+             "network": {"sha256": weights.fingerprint()}}
+    with pytest.raises(checker.Refused, match="the network file is about composition"):
+        checker.prove(claim, weights)
 
 
 # -- certificates -----------------------------------------------------------------------------------------------
@@ -215,32 +218,35 @@ def certified():
 
 def test_certificate_is_confirmed(certified):
     network, certificate = certified
-    summary = check_certificate(json.loads(json.dumps(certificate)), network)
-    assert summary["confirmed"] and summary["cases"] == 8 and summary["final_states"] == 12 + 11
+    summary = checker.check(json.loads(json.dumps(certificate)), weights_of(network))
+    assert summary["confirmed"] and summary["inputs"] == str(8 ** 12)
+    proof = certificate["proof"]
+    assert len(proof["scores"]) == 8 and len(proof["readout"]["cases"]) == 12 + 11
 
 
-@pytest.mark.parametrize("tamper, message", [
-    (lambda c: c["layers"][0]["tokens"][2].update(partner=5), "partner"),
-    (lambda c: c["layers"][0]["tokens"][0].update(score_gap=1e6), "score gap"),
-    (lambda c: c["layers"][0]["tokens"][1].update(off_match_numerator=1e-30), "off-match numerator"),
-    (lambda c: c["layers"][0]["tokens"].pop(), "every token"),
-    (lambda c: c["readout"]["cases"][3].update(margin=1e3), "margin"),
-    (lambda c: c["readout"]["cases"][4].update(verdict_bound=-c["readout"]["cases"][4]["verdict_bound"]), "margin"),
-    (lambda c: c["readout"]["cases"].pop(0), "cover"),
-    (lambda c: c.update(status="unknown"), "status"),
+@pytest.mark.parametrize("tamper, where", [
+    (lambda c: c["proof"]["scores"][2].update(partner=5), "scores[2].partner"),
+    (lambda c: c["proof"]["scores"][0].update(score_gap=1e6), "scores[0].score_gap"),
+    (lambda c: c["proof"]["scores"][1].update(off_match_numerator=1e-30), "scores[1].off_match_numerator"),
+    (lambda c: c["proof"]["scores"].pop(), "proof.scores"),
+    (lambda c: c["proof"]["readout"]["cases"][3].update(margin=1e3), "cases[3].margin"),
+    (lambda c: c["proof"]["readout"]["cases"][4].update(verdict_bound=-c["proof"]["readout"]["cases"][4]
+                                                        ["verdict_bound"]), "cases[4].verdict_bound"),
+    (lambda c: c["proof"]["readout"]["cases"].pop(0), "readout.cases"),
+    (lambda c: c.update(status="unknown"), "kind, version, claim and proof"),
 ])
-def test_tampered_certificates_are_rejected(certified, tamper, message):
+def test_tampered_certificates_are_rejected(certified, tamper, where):
     network, certificate = certified
     tampered = json.loads(json.dumps(certificate))
     tamper(tampered)
-    with pytest.raises(CertificateError, match=message):
-        check_certificate(tampered, network)
+    with pytest.raises(checker.Refused, match=where.replace("[", r"\[").replace("]", r"\]")):
+        checker.check(tampered, weights_of(network))
 
 
 def test_certificate_for_another_network_is_rejected(certified):
     _, certificate = certified
-    with pytest.raises(CertificateError, match="sha256"):
-        check_certificate(certificate, witness.compile("two_sum", n=12, M=8, t=4, causal=True))
+    with pytest.raises(checker.Refused, match="sha256"):
+        checker.check(certificate, weights_of(witness.compile("two_sum", n=12, M=8, t=4, causal=True)))
 
 
 # -- minimal precision ------------------------------------------------------------------------------------------
@@ -270,10 +276,10 @@ def test_cli_compile_certify_check(tmp_path, capsys):
     capsys.readouterr()
     assert main(["certify", net, "--format", "fp32", "--semantics", "strict", "--out", cert, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert (payload["status"], payload["format"], payload["inputs_log2"]) == ("verified", "fp32", 64 * 6)
+    assert (payload["status"], payload["format"], payload["inputs_log2"]) == ("verified", "fp32", "384")
     assert main(["check-certificate", cert, net, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "confirmed"
-    assert main(["certify", net, "--format", "float:3,4", "--semantics", "strict", "--json"]) == 0
+    assert main(["certify", net, "--format", "float:3,4", "--semantics", "strict", "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["status"] == "unknown"
 
 

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 import witness
 from tests.reference_tasks import all_composition_inputs, composition_answer_from_tokens
 from verify import check
-from verify.certificate import CertificateError, check_certificate
+from verify import checker
 from verify.certify import certify
+from verify.certify.networks import weights_of
 from verify.precision import min_precision, network_checker
 from verify.result import Status
 from witness.arith.semantics import arithmetic
@@ -103,10 +104,10 @@ def test_certified_for_every_input(name, semantics, L, m, n):
         assert result.status is Status.VERIFIED, (fmt, result.detail.get("reason"))
         assert result.checked == network.task.count()
         certificate = result.detail["certificate"]
-        linear = [entry for entry in certificate["layers"] if entry.get("mixer") == "linear"]
+        linear = [entry for entry in certificate["proof"]["layers"] if entry["mixer"] == "linear"]
         assert len(linear) == (1 if name == HYBRID else 2)
-        assert certificate["readout"]["worst_margin"] == 2.0
-        assert check_certificate(json.loads(json.dumps(certificate)), network)["confirmed"]
+        assert certificate["proof"]["readout"]["worst_margin"] == 2.0
+        assert checker.check(json.loads(json.dumps(certificate)), weights_of(network))["confirmed"]
 
 
 @pytest.mark.parametrize("name", [HYBRID, SMALL])
@@ -223,19 +224,20 @@ def test_certificate_tampering_is_caught(fixture, request):
     network = request.getfixturevalue(fixture)
     certificate = certify(network, arithmetic("fp16", "strict")).detail["certificate"]
     text = json.dumps(certificate)
-    assert check_certificate(json.loads(text), network)["confirmed"]
-    linear = [l for l, entry in enumerate(certificate["layers"]) if entry.get("mixer") == "linear"][-1]
-    for tamper, message in [
-        (lambda c: c["layers"][linear]["cases"][0].__setitem__("target", c["layers"][linear]["cases"][0]["target"] + 1),
-         "target"),
-        (lambda c: c["layers"][linear]["key_owners"].__setitem__(0, -1), "owners"),
-        (lambda c: c["layers"][linear].pop("mixer"), "linear layer"),
-        (lambda c: c["layers"][linear].__setitem__("cases", c["layers"][linear]["cases"][:-1]), "entries"),
+    weights = weights_of(network)
+    assert checker.check(json.loads(text), weights)["confirmed"]
+    linear = [l for l, entry in enumerate(certificate["proof"]["layers"]) if entry["mixer"] == "linear"][-1]
+    for tamper, where in [
+        (lambda c: c["proof"]["layers"][linear]["cases"][0].__setitem__(
+            "target", c["proof"]["layers"][linear]["cases"][0]["target"] + 1), "cases[0].target"),
+        (lambda c: c["proof"]["layers"][linear].__setitem__("mixer", "attention"), "mixer"),
+        (lambda c: c["proof"]["layers"][linear].__setitem__("cases", c["proof"]["layers"][linear]["cases"][:-1]),
+         "cases"),
     ]:
         tampered = json.loads(text)
         tamper(tampered)
-        with pytest.raises(CertificateError, match=message):
-            check_certificate(tampered, network)
+        with pytest.raises(checker.Refused, match=rf"proof\.layers\[{linear}\]\.{where.split('[')[0]}.*differs"):
+            checker.check(tampered, weights)
 
 
 @pytest.mark.parametrize("name", [HYBRID, SMALL])

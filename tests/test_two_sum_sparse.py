@@ -17,8 +17,9 @@ import witness
 from constructions import two_sum, two_sum_sparse
 from reference_tasks import two_sum_answer
 from verify import check
-from verify.certificate import CertificateError, check_certificate
+from verify import checker
 from verify.certify import certify
+from verify.certify.networks import weights_of
 from verify.result import Status
 from witness.arith import arithmetic
 from witness.cli import main
@@ -88,10 +89,10 @@ def test_rich_summaries_are_certified_at_n_64(semantics, causal):
     result = certify(network, arithmetic("fp32", semantics))
     assert result.status == Status.VERIFIED, result.detail
     certificate = result.detail["certificate"]
-    assert certificate["selection"] == "BlockSparseSelection"
-    assert certificate["block_choice"]["block"] == 8 and certificate["block_choice"]["least_partner_block_score"] > 0
-    assert result.detail["inputs_log2"] == 64 * 6
-    assert check_certificate(json.loads(json.dumps(certificate)), network)["confirmed"]
+    choice = certificate["proof"]["block_choice"]
+    assert choice["block"] == 8 and choice["k"] == 2 and choice["least_partner_block_score"] > 0
+    assert result.detail["inputs_log2"] == "384"
+    assert checker.check(json.loads(json.dumps(certificate)), weights_of(network))["confirmed"]
     budget = network.budget(32)
     # the budget above the B log2 n line: H d p against B log2 n = 48 bits
     assert (budget.H, budget.d_head, budget.d_model) == (1, 64, 64 + 3 * 6 + 2 * 6 + 1)
@@ -139,15 +140,19 @@ def test_certify_is_unknown_where_the_format_is_too_coarse():
 def test_certificate_check_rejects_a_forged_block_choice():
     network = two_sum_sparse.build(16, 16, 3, block=4, k=1)
     certificate = certify(network, arithmetic("fp32", "strict")).detail["certificate"]
-    assert check_certificate(certificate, network)["confirmed"]
+    assert checker.check(certificate, weights_of(network))["confirmed"]
     for field, value in (("k", 3), ("block", 2), ("least_partner_block_score", 0.0)):
         forged = json.loads(json.dumps(certificate))
-        forged["block_choice"][field] = value
-        with pytest.raises(CertificateError, match="block choice"):
-            check_certificate(forged, network)
-    # a network with k = 0 has the same hash-free shape but fails the re-check (its hash differs first)
-    with pytest.raises(CertificateError):
-        check_certificate(certificate, with_mixer(network, k=0))
+        forged["proof"]["block_choice"][field] = value
+        with pytest.raises(checker.Refused, match=f"block_choice.{field}"):
+            checker.check(forged, weights_of(network))
+    # a network with k = 0: its hash differs, and re-stamped with it, the proof refuses it
+    with pytest.raises(checker.Refused, match="sha256"):
+        checker.check(certificate, weights_of(with_mixer(network, k=0)))
+    restamped = json.loads(json.dumps(certificate))
+    restamped["claim"]["network"]["sha256"] = weights_of(with_mixer(network, k=0)).fingerprint()
+    with pytest.raises(checker.Refused, match="k = 0"):
+        checker.check(restamped, weights_of(with_mixer(network, k=0)))
 
 
 def test_builder_refuses_parameters_outside_its_argument():

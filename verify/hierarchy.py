@@ -185,7 +185,7 @@ def construction_job(job: dict[str, Any]) -> dict[str, Any]:
     verified_below = sum(trial.status == Status.VERIFIED.value for trial in found.below)
     return {**row, "status": CERTIFIED, "format": found.format, "budget": _budget_of(network, found.p),
             "certificate": certificate_path,
-            "evidence": f"every input (2^{result.detail['inputs_log2']:.4g} inputs) at p* = {found.p}; at "
+            "evidence": f"every input (2^{result.detail['inputs_log2']} inputs) at p* = {found.p}; at "
                         f"{found.p - 1} bits {verified_below} of {len(found.below)} splits verified"}
 
 

@@ -1,13 +1,18 @@
 """Minimal precision: the smallest number of bits p at which a checker verifies a network, per format family.
 
 A format family splits its p bits between range and precision: `float` into exponent and mantissa
-(p = 1 + exponent + mantissa), `fixed` into integer and fraction (p = 1 + integer + fraction). For every range
-width the search finds the smallest precision width that verifies, by bisection. Bisection assumes that more
-precision bits never turn a verified network into a failing one -- plausible, not a theorem -- so the result does
-not rest on it: at the reported p* every split of p* - 1 bits is checked as well, and if one of them verifies the
-search moves down to it. The report therefore *shows* "verified at p*, not verified in any split of p* - 1 bits";
-that no split below p* - 1 verifies is what the monotonicity assumption adds. Ties at p* go to the split with fewer
-range bits (fewer exponent bits, or fewer integer bits).
+(p = 1 + exponent + mantissa), `fixed` into integer and fraction (p = 1 + integer + fraction). More precision bits
+need not help: rounding β down at fewer bits can land on a different side of a threshold than at more (at m = 5000
+the composition construction fails at float:1,5 and holds at float:2,5; at m = 2^1000 the other way round). So the
+default search assumes nothing: it tries every split of p = 3, 4, 5, ... bits and stops at the first p at which
+some split verifies. p* is then the least p at which anything verifies, and the result lists every split tried
+below it, each with its status and reason. Ties at p* go to fewer range bits (exponent, or integer bits).
+
+`search="bisect"` is the cheaper search for slow checkers: per range width it bisects for the smallest precision
+width, which assumes that more precision bits never turn a verified network into a failing one; it then checks
+every split of p* - 1 bits as well. Its result says so (`assumes_monotone`), and lists the monotonicity
+violations its own trials show (`violations`: a split that verified beside one with more precision bits and the
+same range that did not).
 
 A checker is any function `(format, semantics) -> Result`; `network_checker` and `composition_checker` build the
 usual ones (exhaustive or certify on a network, parametric certify of the composition construction);
@@ -21,8 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from verify import check
-from verify.certify import certify
-from verify.parametric import certify_composition
+from verify.certify import Construction, certify
 from verify.result import Result, Status
 from witness.arith.formats import Fixed, Float
 from witness.arith.semantics import SEMANTICS, arithmetic
@@ -71,11 +75,16 @@ class Trial:
     note: str = ""
 
 
+SEARCHES = ("every-split", "bisect")
+
+
 @dataclass(frozen=True)
 class PrecisionResult:
     """`status` is verified when some format in the searched range verified; then `format`, `p` and `split` name
-    the minimal one, `below` lists the checker's status in every split of p - 1 bits the semantics can run and
-    `unrunnable` the splits it cannot. `trials` lists every check run, in order."""
+    the minimal one and `below` lists the checker's status in every split of p - 1 bits the semantics can run
+    (`unrunnable`: the splits it cannot). `trials` lists every check run, in order. `assumes_monotone` is true for
+    the bisection search, whose answer rests on more precision bits never hurting below p* - 1; `violations` are
+    the pairs (verified format, failing format with more precision and the same range) among the trials."""
 
     status: Status
     family: str
@@ -87,6 +96,8 @@ class PrecisionResult:
     unrunnable: tuple[str, ...]
     trials: tuple[Trial, ...]
     max_bits: int
+    assumes_monotone: bool = False
+    violations: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -101,8 +112,10 @@ class PrecisionResult:
         return out
 
 
-def min_precision(checker: Checker, family: str, semantics: str, max_bits: int = 64) -> PrecisionResult:
-    """The smallest p <= max_bits at which `checker` verifies in `family` ("float" or "fixed") under `semantics`.
+def min_precision(checker: Checker, family: str, semantics: str, max_bits: int = 64,
+                  search: str = "every-split") -> PrecisionResult:
+    """The smallest p <= max_bits at which `checker` verifies in `family` ("float" or "fixed") under `semantics`
+    (module docstring for the two searches).
 
     Only formats the semantics can run are tried (strict runs float formats with mantissa <= 24 and exponent
     <= 9, fp64, and fixed formats with integer + fraction <= 25: see witness.arith.semantics); the splits of
@@ -114,6 +127,8 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
         raise ParameterError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     if isinstance(max_bits, bool) or not isinstance(max_bits, int) or max_bits < 2:
         raise ParameterError(f"max_bits must be an integer >= 2, got {max_bits!r}")
+    if search not in SEARCHES:
+        raise ParameterError(f"search must be one of {SEARCHES}, got {search!r}")
     spec = FAMILIES[family]
     trials: dict[tuple[int, int], Trial] = {}
 
@@ -135,14 +150,50 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
                 trials[key] = Trial(fmt.name, fmt.bits, Status.FALSIFIED.value, f"overflow: {exc}")
         return trials[key].status == Status.VERIFIED.value
 
+    def splits(p: int) -> list[tuple[int, int]]:
+        return [(r, p - 1 - r) for r in spec.range_widths if p - 1 - r in spec.precision_widths(r)]
+
     best: tuple[int, int] | None = None  # (range_bits, precision_bits)
+    if search == "every-split":
+        for p in range(2, max_bits + 1):
+            found = [split for split in splits(p) if runnable(*split) and verifies(*split)]
+            if found:
+                best = found[0]
+                break
+    else:
+        best = _bisect(spec, max_bits, runnable, verifies)
+        while best is not None:
+            lower = [split for split in splits(sum(best)) if runnable(*split) and verifies(*split)]
+            if not lower:
+                break
+            best = lower[0]
+
+    violations = tuple((trials[a].format, trials[b].format) for a in trials for b in trials
+                       if a[0] == b[0] and a[1] < b[1] and trials[a].status == "verified"
+                       and trials[b].status != "verified")
+    monotone = search == "bisect"
+    if best is None:
+        return PrecisionResult(Status.UNKNOWN, family, semantics, None, None, {}, (), (), tuple(trials.values()),
+                               max_bits, monotone, violations)
+    below = splits(sum(best))
+    fmt = spec.make(*best)
+    split = {spec.range_field: best[0], spec.precision_field: best[1]}
+    return PrecisionResult(Status.VERIFIED, family, semantics, fmt.name, fmt.bits, split,
+                           tuple(trials[key] for key in below if key in trials),
+                           tuple(spec.make(*key).name for key in below if key not in trials),
+                           tuple(trials.values()), max_bits, monotone, violations)
+
+
+def _bisect(spec: Family, max_bits: int, runnable, verifies) -> tuple[int, int] | None:
+    """Per range width, the smallest precision width that verifies, by bisection (assuming monotonicity)."""
+    best = None
     for range_bits in spec.range_widths:
         below_bits = max_bits + 1 if best is None else 1 + sum(best)
         widths = [q for q in spec.precision_widths(range_bits) if 1 + range_bits + q < below_bits
                   and runnable(range_bits, q)]
         if not widths or not verifies(range_bits, widths[-1]):
             continue
-        low, high = 0, len(widths) - 1  # widths[high] verifies; find the first that does, assuming monotonicity
+        low, high = 0, len(widths) - 1  # widths[high] verifies; find the first that does
         while low < high:
             middle = (low + high) // 2
             if verifies(range_bits, widths[middle]):
@@ -150,25 +201,7 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
             else:
                 low = middle + 1
         best = (range_bits, widths[high])
-
-    below: list[tuple[int, int]] = []
-    while best is not None:
-        p = 1 + sum(best)
-        below = [(r, p - 2 - r) for r in spec.range_widths if p - 2 - r in spec.precision_widths(r)]
-        lower = [split for split in below if runnable(*split) and verifies(*split)]
-        if not lower:
-            break
-        best = lower[0]
-
-    if best is None:
-        return PrecisionResult(Status.UNKNOWN, family, semantics, None, None, {}, (), (), tuple(trials.values()),
-                               max_bits)
-    fmt = spec.make(*best)
-    split = {spec.range_field: best[0], spec.precision_field: best[1]}
-    return PrecisionResult(Status.VERIFIED, family, semantics, fmt.name, fmt.bits, split,
-                           tuple(trials[key] for key in below if key in trials),
-                           tuple(spec.make(*key).name for key in below if key not in trials),
-                           tuple(trials.values()), max_bits)
+    return best
 
 
 def network_checker(network: Network, method: str) -> Checker:
@@ -181,7 +214,7 @@ def network_checker(network: Network, method: str) -> Checker:
 
 
 def two_sum_checker(n: int, M: int, t: int, causal: bool = False, method: str = "certify") -> Checker:
-    """Check the 2-Sum construction for (n, M, t, causal) by "certify" (`verify.certify_two_sum`, all inputs at
+    """Check the 2-Sum construction for (n, M, t, causal) by "certify" (all inputs at
     any size it can materialise) or "exhaustive" (every one of the M^n inputs; small families only)."""
     return network_checker(compile_network("two_sum", n=n, M=M, t=t, causal=causal), method)
 
@@ -190,5 +223,5 @@ def composition_checker(L: int, m: int, n=(), method: str = "certify") -> Checke
     """Check the composition construction for (L, m, n): "certify" reasons parametrically (no tables are
     materialised, so m and n may be huge); "exhaustive" compiles the network and runs every input."""
     if method == "certify":
-        return lambda fmt, semantics: certify_composition(L, m, tuple(n), fmt, semantics)
+        return lambda fmt, semantics: certify(Construction(L, m, tuple(n)), arithmetic(fmt, semantics))
     return network_checker(compile_network("composition", L=L, m=m, n=list(n)), method)

@@ -13,11 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from verify import check, precision
-from verify import certificate as certificates
-from verify.certify import certify
+from verify import check, checker, precision
+from verify.certify import Construction, certify
 from verify.dataflow import draw as draw_dataflow
-from verify.parametric import certify_composition
 from verify.result import Status
 from verify.search import bounds as theorem_bounds
 from verify.search.hybrid import PAIR_PREFIXES, search_full, search_hybrid
@@ -294,52 +292,56 @@ def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 # -- certify, check-certificate ---------------------------------------------------------------------------
+EXIT_UNKNOWN = 3
+
+
+def budget_text(budget: dict) -> str:
+    return ", ".join(f"{name} {budget[name]}" for name in ("H", "d_head", "d_model", "d", "p", "Hdp"))
+
+
 def cmd_certify(args: argparse.Namespace, extra: list[str]) -> int:
-    """`certify FILE` or `certify composition --L .. --m .. --n ..`; writes the certificate with --out."""
+    """`certify FILE` or `certify composition --L .. --m .. --n ..`; exit 0 when verified (the certificate goes to
+    --out), 3 when unknown (nothing is written)."""
     if args.L is not None or args.target == "composition" and args.m is not None:
         if args.target != "composition" or args.L is None or args.m is None:
             raise CliError("the parametric form is: certify composition --L L --m M [--n N_1 .. N_{L-1}]")
-        result = certify_composition(args.L, args.m, tuple(args.n), parse_format(args.format or "fp64"),
-                                     args.semantics)
+        result = certify(Construction(args.L, args.m, tuple(args.n)),
+                         arithmetic(parse_format(args.format or "fp64"), args.semantics))
     else:
         if args.n:
             raise CliError("--n belongs to the parametric form: certify composition --L L --m M --n ...")
         network = load(args.target)
         result = certify(network, arithmetic_from_args(args, network))
-    certificate = result.detail.get("certificate")
+    described = f"certify ({result.arithmetic['format']}, {result.arithmetic['semantics']})"
+    if result.status is not Status.VERIFIED:
+        _emit(args, {"status": result.status.value, **result.arithmetic, "method": "certify",
+                     "reason": result.detail["reason"], "certificate": None},
+              f"{result.status.value}: {described}: {result.detail['reason']}")
+        return EXIT_UNKNOWN
     if args.out is not None:
-        if certificate is None:
-            raise CliError(f"no certificate to write: {result.status.value} ({result.detail.get('reason')})")
         try:
             with open(args.out, "w", encoding="utf-8") as handle:
-                json.dump(certificate, handle)
+                json.dump(result.detail["certificate"], handle)
         except OSError as exc:
             raise CliError(f"--out {args.out}: cannot write ({exc.strerror})") from None
-    payload = {"status": result.status.value, **result.arithmetic, "method": "certify",
-               "reason": result.detail.get("reason"), "inputs_log2": result.detail.get("inputs_log2"),
-               "certificate": args.out}
-    text = f"{result.status.value}: certify ({result.arithmetic['format']}, {result.arithmetic['semantics']})"
-    if result.status is Status.VERIFIED:
-        layers = certificate["layers"]
-        text += (f", every input of the family (2^{payload['inputs_log2']:.4g} inputs), {len(layers)} layers; "
-                 f"worst readout margin {certificate['readout']['worst_margin']}")
-    else:
-        text += f": {payload['reason']}"
-    if args.out is not None:
-        text += f"\nwrote {args.out}"
-    _emit(args, payload, text)
-    return EXIT_FALSIFIED if result.status is Status.FALSIFIED else 0
+    budget = result.detail["budget"]
+    _emit(args, {"status": "verified", **result.arithmetic, "method": "certify",
+                 "inputs_log2": result.detail["inputs_log2"], "budget": budget, "certificate": args.out},
+          f"verified: {described}, every input of the family (2^{result.detail['inputs_log2']} inputs); "
+          f"{budget_text(budget)}" + (f"\nwrote {args.out}" if args.out else ""))
+    return 0
 
 
 def cmd_check_certificate(args: argparse.Namespace, extra: list[str]) -> None:
-    """Exit 0 when the certificate is confirmed; a mismatch is a CertificateError (one line, exit 2)."""
-    certificate = certificates.load_certificate(args.certificate)
-    network = load(args.file) if args.file is not None else None
-    summary = certificates.check_certificate(certificate, network)
-    payload = {"status": "confirmed", "format": certificate["format"], "semantics": certificate["semantics"],
-               **summary}
-    _emit(args, payload, f"confirmed: {args.certificate} ({certificate['format']}, {certificate['semantics']}, "
-                         f"{summary['layers']} layers)")
+    """Exit 0 when the trusted checker confirms the certificate; a refusal is one line naming the failing step,
+    exit 2."""
+    try:
+        summary = checker.check_files(args.certificate, args.file)
+    except checker.Refused as exc:
+        raise CliError(f"refused: {exc}") from None
+    _emit(args, {"status": "confirmed", **summary},
+          f"confirmed: {args.certificate} ({summary['task']} {summary['params']}, {summary['format']}, "
+          f"{summary['semantics']}; 2^{summary['inputs_log2']} inputs; {budget_text(summary['budget'])})")
 
 
 # -- search -------------------------------------------------------------------------------------------------

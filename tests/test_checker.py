@@ -1,0 +1,292 @@
+"""The trusted checker (verify.checker): independent of what it checks, exact, and judged by what it refuses.
+
+* Independence: its modules import the standard library, numpy, gmpy2 and safetensors and each other, nothing of
+  witness, constructions or the rest of verify.
+* Arithmetic: `Format.round_array` agrees with the Fraction definition `Format.round` (random values, ties,
+  subnormals, overflow); its exp is correctly rounded, compared with MPFR's own IEEE emulation (another path).
+* The reproducers of wrong `verified`s (the parametric bound counted address codes, not keys): each is now
+  `unknown`, and the networks they were about really fail on the adversarial table (many keys sharing a code).
+* Forged certificates: a lowered format, another semantics or task, a broken network re-stamped with its hash, and
+  every numeric field of every kind of certificate edited up and down: refused.
+* The parametric description means the network `build()` makes, and the checker's task model is witness's.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import gmpy2
+import numpy as np
+import pytest
+
+import witness
+from constructions import two_sum_sparse
+from constructions.composition import build, describe
+from verify import check, checker
+from verify.certify import Construction, certify
+from verify.certify.composition import description_json
+from verify.certify.networks import weights_of
+from verify.checker import parametric
+from verify.checker.numbers import parse_format
+from verify.checker.tasks import Composition as CheckerComposition
+from verify.result import Status
+from witness.arith import arithmetic
+
+CHECKER = Path(__file__).resolve().parent.parent / "verify" / "checker"
+ALLOWED = {"numpy", "gmpy2", "mpmath", "sympy", "safetensors", "verify"}
+
+
+# -- independence -----------------------------------------------------------------------------------------------
+def test_the_checker_imports_nothing_of_what_it_checks():
+    seen = set()
+    for path in sorted(CHECKER.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{path.name}: relative import"
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                seen.add(name)
+                assert top in sys.stdlib_module_names or top in ALLOWED, f"{path.name} imports {name}"
+                if top == "verify":
+                    assert name.startswith("verify.checker"), f"{path.name} imports {name}"
+    assert "numpy" in seen and "verify.checker.numbers" in seen
+
+
+# -- arithmetic -------------------------------------------------------------------------------------------------
+FORMATS = ["float:1,3", "float:2,3", "float:3,4", "float:5,5", "fp16", "bf16", "float:10,6", "fp32",
+           "fixed:3,2", "fixed:6,8", "fixed:12,12"]
+
+
+@pytest.mark.parametrize("spec", FORMATS)
+def test_vectorised_rounding_is_the_fraction_definition(spec):
+    fmt = parse_format(spec)
+    rng = np.random.default_rng(len(spec))
+    largest = float(fmt.largest)
+    values = rng.uniform(-1, 1, 3000) * largest * np.exp(-rng.uniform(0, 40, 3000))
+    quantum = float(fmt.quantum(Fraction(0)))
+    ties = (np.arange(-200, 200) + 0.5) * quantum  # midpoints of the finest grid: ties to even
+    binade_ties = np.array([2.0 ** e * (1 + 2.0 ** -(fmt.mantissa + 1)) for e in range(-3, 4)]) if fmt.kind == "float" \
+        else np.array([])
+    for x in np.concatenate([values, ties, binade_ties, [0.0, -0.0, largest, -float(fmt.largest)]]):
+        if abs(x) > largest:
+            continue
+        assert Fraction(float(fmt.round_array(np.array([x]))[0])) == fmt.round(Fraction(x)), (spec, x)
+    with pytest.raises(checker.Refused, match="overflows"):
+        fmt.round_array(np.array([largest * 2]))
+    with pytest.raises(checker.Refused, match="overflows"):
+        fmt.round(Fraction(largest) * 2)
+
+
+@pytest.mark.parametrize("spec", ["float:2,3", "float:3,4", "fp16", "bf16", "fp32", "fp64"])
+def test_exp_is_correctly_rounded(spec):
+    """Against MPFR's IEEE emulation of the format (precision, exponent range, subnormals): another code path."""
+    fmt = parse_format(spec)
+    context = gmpy2.context(precision=fmt.mantissa + 1, emax=fmt.emax + 1, emin=fmt.emin - fmt.mantissa + 1,
+                            subnormalize=True)
+    rng = np.random.default_rng(1)
+    arguments = fmt.round_array(np.maximum(-rng.exponential(4.0, 400), -float(fmt.largest)))
+    for x in arguments:
+        assert fmt.exp(x) == float(context.exp(gmpy2.mpfr(float(x), 53))), (spec, x)
+
+
+def test_fixed_exp_rounds_to_the_grid():
+    fmt = parse_format("fixed:4,6")
+    for x in fmt.round_array(-np.linspace(0, 6, 97)):
+        with gmpy2.context(precision=300):
+            exact = Fraction(*gmpy2.exp(gmpy2.mpfr(float(x))).as_integer_ratio())  # 300 bits: far from any tie
+        assert Fraction(fmt.exp(x)) == round(exact * 64) / 64
+
+
+# -- the reproducers ------------------------------------------------------------------------------------------
+def shared_code_table(m: int) -> np.ndarray:
+    """Composition(1, m): z_1 = [0, m-1, m-1, ...], seed 0, query 0 -- the answer is 0, and every other key holds
+    the same value, so the off-target mass of layer 1 is (m - 1) keys' worth, not one code's."""
+    return np.array([0] + [m - 1] * (m - 1) + [0, m], dtype=np.int64)
+
+
+@pytest.mark.parametrize("L, m, n, fmt, fails_on_table", [
+    (1, 4094, (), "float:1,3", True), (1, 2046, (), "float:1,3", True), (1, 5000, (), "float:1,5", True),
+    (3, 16, (16, 16), "float:1,3", False), (1, 2 ** 1000, (), "float:2,5", False),
+])
+def test_the_old_wrong_verifieds_are_now_unknown(L, m, n, fmt, fails_on_table):
+    result = certify(Construction(L, m, n), arithmetic(fmt, "theory"))
+    assert result.status is Status.UNKNOWN, result.detail
+    if fails_on_table:  # and the built network really answers this input wrongly under that format
+        network = build(L, m, n)
+        tokens = shared_code_table(m)
+        assert network.task.answers(tokens[None])[0] == 0
+        output = witness.execute.run(network, tokens, arithmetic(fmt, "theory")).predictions[0, 0]
+        assert output == m - 1
+
+
+def test_more_bits_can_hurt_and_min_precision_does_not_assume_otherwise():
+    """At m = 5000, float:1,5 fails and float:2,5 holds; the search tries every split at every p below p*."""
+    from verify import precision
+
+    assert certify(Construction(1, 5000), arithmetic("float:2,5", "theory")).status is Status.VERIFIED
+    found = precision.min_precision(precision.composition_checker(1, 5000), "float", "theory")
+    assert found.status is Status.VERIFIED and not found.assumes_monotone
+    tried = {trial.format for trial in found.trials}
+    for p in range(4, found.p):
+        assert {f"float:{p - 1 - e},{e}" for e in range(2, p - 1)} <= tried
+    assert all(trial.status != "verified" for trial in found.trials if trial.p < found.p)
+
+
+# -- forged certificates ---------------------------------------------------------------------------------------
+def certificate_of(network, fmt, semantics):
+    result = certify(network, arithmetic(fmt, semantics))
+    assert result.status is Status.VERIFIED, result.detail
+    return result.detail["certificate"]
+
+
+def test_a_lowered_format_is_refused():
+    network = witness.compile("composition", L=2, m=4, n=[4])
+    certificate = certificate_of(network, "float:5,5", "strict")
+    forged = json.loads(json.dumps(certificate))
+    forged["claim"]["format"] = "float:2,3"
+    assert check.sampled(network, 100, 0, arithmetic("float:2,3", "strict")).status is Status.FALSIFIED
+    with pytest.raises(checker.Refused):
+        checker.check(forged, weights_of(network))
+
+
+def test_a_broken_network_restamped_with_its_hash_is_refused():
+    network = witness.compile("composition", L=1, m=3)
+    certificate = certificate_of(network, "fp16", "strict")
+    W_out = np.array(network.layers[0].mlp.W_out)
+    W_out[W_out == 1.0] = -1.0  # the issue's edit: the +1 entries of blocks.0.mlp.W_out flipped
+    broken = network.with_arrays({"blocks.0.mlp.W_out": W_out})
+    assert check.exhaustive(broken, arithmetic("fp16", "strict")).failures == 36  # of 81
+    forged = json.loads(json.dumps(certificate))
+    forged["claim"]["network"]["sha256"] = weights_of(broken).fingerprint()
+    with pytest.raises(checker.Refused):
+        checker.check(forged, weights_of(broken))
+
+
+@pytest.mark.parametrize("field, value", [("semantics", "theory"), ("task", "two_sum"), ("params", {"L": 1, "m": 8}),
+                                          ("format", "fp32"), ("semantics", "mixed"), ("format", "float:40,8")])
+def test_other_claims_are_refused(field, value):
+    network = witness.compile("composition", L=1, m=9)
+    forged = json.loads(json.dumps(certificate_of(network, "fp16", "strict")))
+    forged["claim"][field] = value
+    with pytest.raises(checker.Refused):
+        checker.check(forged, weights_of(network))
+
+
+@pytest.mark.parametrize("forge", [
+    lambda c: c.pop("proof"), lambda c: c.update(version=1), lambda c: c.update(extra=1),
+    lambda c: c["claim"].pop("network"), lambda c: c["claim"]["network"].update(description={}),
+    lambda c: c["claim"].update(params="L=1"), lambda c: c.update(claim=[]),
+])
+def test_malformed_certificates_are_refused_in_one_line(forge):
+    network = witness.compile("composition", L=1, m=5)
+    forged = json.loads(json.dumps(certificate_of(network, "fp16", "theory")))
+    forge(forged)
+    with pytest.raises(checker.Refused) as refusal:
+        checker.check(forged, weights_of(network))
+    assert "\n" not in str(refusal.value)
+
+
+def numeric_fields(node, path=()):
+    """Every number in a certificate (JSON numbers, and exact ones written as strings) with its path."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from numeric_fields(value, path + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from numeric_fields(value, path + (index,))
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        yield path, node
+    elif isinstance(node, str) and path and path[-2:-1] != ("network",):
+        try:
+            yield path, Fraction(node)
+        except ValueError:
+            pass
+
+
+def edited(certificate, path, value):
+    forged = json.loads(json.dumps(certificate))
+    node = forged
+    for key in path[:-1]:
+        node = node[key]
+    old = node[path[-1]]
+    node[path[-1]] = str(value) if isinstance(old, str) else value
+    return forged
+
+
+def mutation_counts(certificate, weights, limit=400):
+    """(fields, fields with an edit refused, edits refused, edits) over up to `limit` numeric fields, each edited
+    up and down (integers by one, other numbers by a relative 2^-10 and an absolute 2^-20)."""
+    fields = list(numeric_fields(certificate))
+    step = max(1, len(fields) // limit)
+    counts = [0, 0, 0, 0]
+    for path, value in fields[::step]:
+        refused = 0
+        for sign in (1, -1):
+            if isinstance(value, int) and not isinstance(value, bool):
+                new = value + sign
+            else:
+                new = type(value)(value) * (1 + sign * Fraction(1, 1024)) + sign * Fraction(1, 2 ** 20)
+                new = float(new) if isinstance(value, float) else new
+            try:
+                checker.check(edited(certificate, path, new), weights)
+            except checker.Refused:
+                refused += 1
+        counts[0] += 1
+        counts[1] += refused > 0
+        counts[2] += refused
+        counts[3] += 2
+    return counts
+
+
+def kinds():
+    composition = witness.compile("composition", L=2, m=3, n=[2])
+    hybrid = witness.compile("composition_hybrid", L=2, m=2, n=[2])
+    pair_sum = witness.compile("two_sum", n=6, M=4, t=1)
+    sparse = two_sum_sparse.build(8, 4, 1, block=2, k=1)
+    return {
+        "composition file": (certificate_of(composition, "fp16", "strict"), weights_of(composition)),
+        "hybrid file": (certificate_of(hybrid, "fp16", "theory"), weights_of(hybrid)),
+        "parametric": (certify(Construction(2, 3, (2,)), arithmetic("fp16", "theory")).detail["certificate"], None),
+        "2-Sum": (certificate_of(pair_sum, "fp32", "strict"), weights_of(pair_sum)),
+        "2-Sum sparse": (certificate_of(sparse, "fp16", "theory"), weights_of(sparse)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["composition file", "hybrid file", "parametric", "2-Sum", "2-Sum sparse"])
+def test_every_numeric_field_edited_up_and_down_is_refused(kind):
+    certificate, weights = kinds()[kind]
+    assert checker.check(certificate, weights)["confirmed"]
+    fields, caught, refused, edits = mutation_counts(certificate, weights)
+    assert fields >= 20 and caught == fields, (kind, fields, caught, refused, edits)
+
+
+# -- the parametric description and the task model --------------------------------------------------------------
+@pytest.mark.parametrize("L, m, n", [(1, 4, ()), (1, 7, ()), (2, 3, (2,)), (2, 2, (5,)), (3, 2, (2, 3))])
+def test_the_description_materialises_to_the_built_network(L, m, n):
+    arrays = parametric.materialise(description_json(describe(L, m, n)), CheckerComposition(L, m, tuple(n)))
+    built = build(L, m, n).state_dict()
+    assert set(arrays) == set(built)
+    for name, array in built.items():
+        assert np.array_equal(arrays[name], array), name
+
+
+def test_the_checker_task_model_reads_what_witness_answers():
+    for L, m, n in [(1, 5, ()), (2, 3, (2,)), (3, 2, (3, 2))]:
+        ours, theirs = CheckerComposition(L, m, n), witness.Composition(L, m, n)
+        tokens = theirs.random_tokens(seed=L, count=50)
+        assert ours.prompt_length == theirs.prompt_length and ours.vocab == theirs.vocab_size
+        rest = tokens[:, -1] - ours.value_vocab
+        index = np.zeros(len(tokens), dtype=np.int64)
+        for step in range(L + 1):
+            index = tokens[np.arange(len(tokens)), ours.read_position(step, rest, index)]
+            rest = ours.advance(step, rest) if step >= 1 else rest
+        assert index.tolist() == list(theirs.answers(tokens))

@@ -1,0 +1,111 @@
+"""certify for the composition construction named by its parameters, at sizes no table could be built for.
+
+Under `theory` the claim carries the construction's parametric description (`constructions.composition.describe`)
+in the checker's language (`verify.checker.parametric`: sparse runs for the per-layer weights, rules per class of
+positions and tokens for the embedding), and the checker proves it without materialising anything of size n.
+`strict` rounds every one of the n terms of a softmax sum in order, which has no closed form: the network is built
+and certified as a network (`networks`) up to `STRICT_PROMPT_LIMIT` tokens, `unknown` beyond.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from constructions.composition import Description, build, describe
+from verify import checker
+from verify.certify.networks import certify_network, prove, unknown
+from witness.tasks import Composition
+
+#: Strict semantics is certified on the built network up to this many prompt tokens.
+STRICT_PROMPT_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class Construction:
+    """The composition construction for Composition(L, m, n) (paper layout), named rather than built."""
+
+    L: int
+    m: int
+    n: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", tuple(self.n))
+        Composition(self.L, self.m, self.n)  # validates the parameters
+
+    @property
+    def task(self) -> Composition:
+        return Composition(self.L, self.m, self.n)
+
+
+def certify_construction(target: Construction, arithmetic):
+    task = target.task
+    if arithmetic.semantics == "strict":
+        if task.prompt_length > STRICT_PROMPT_LIMIT:
+            return unknown(arithmetic, f"strict semantics is certified on the built network up to "
+                                       f"{STRICT_PROMPT_LIMIT} tokens; this prompt has {task.prompt_length}")
+        return certify_network(build(target.L, target.m, target.n), arithmetic)
+    fmt = getattr(arithmetic, "format", None)
+    if fmt is None:
+        return unknown(arithmetic, f"certify needs a rounded arithmetic, not {arithmetic.describe()}")
+    description = description_json(describe(target.L, target.m, target.n))
+    claim = {"task": "composition", "params": task.params(), "format": fmt.name, "semantics": arithmetic.semantics,
+             "network": {"description": description, "sha256": checker.description_fingerprint(description)}}
+    return prove(claim, None, arithmetic)
+
+
+def description_json(description: Description) -> dict:
+    """A `Description` in the checker's language (verify/checker/parametric.py says what each field means)."""
+    layers = []
+    for layer in description.layers:
+        attention, mlp = layer.mixer, layer.mlp
+        entry = {name: matrix_runs(getattr(attention, name)[0]) for name in ("W_Q", "W_K", "W_V", "W_O")}
+        entry.update({name: vector_runs(getattr(attention, name)[0]) for name in ("b_Q", "b_K", "b_V")})
+        entry.update({"b_O": vector_runs(attention.b_O), "W_in": matrix_runs(mlp.W_in), "b_in": vector_runs(mlp.b_in),
+                      "W_out": matrix_runs(mlp.W_out), "b_out": vector_runs(mlp.b_out), "d_mlp": int(mlp.d_mlp)})
+        layers.append(entry)
+
+    def rule(r) -> dict:
+        if r.source == "constant":
+            return {"group": r.group, "source": r.source, "constant": r.constant}
+        return {"group": r.group, "source": r.source, "width": r.width, **({"digit": r.digit} if r.source == "digit"
+                                                                             else {})}
+
+    def rules(classes):
+        return [{"class": c.name, "rules": [rule(r) for r in c.rules]} for c in classes]
+
+    named = {r.group for c in description.positions + description.tokens for r in c.rules} | {
+        description.readout_group}
+    return {"d_model": len(description.basis), "d_head": int(description.layers[0].mixer.d_head),
+            "groups": {name: span for name, span in groups(description.basis.labels).items() if name in named},
+            "positions": rules(description.positions), "tokens": rules(description.tokens), "layers": layers,
+            "readout": {"group": description.readout_group}}
+
+
+def groups(labels: tuple[str, ...]) -> dict[str, list[int]]:
+    """Basis labels `name[k]` (or a scalar `name`) -> {name: [first direction, width]}."""
+    out: dict[str, list[int]] = {}
+    for index, label in enumerate(labels):
+        name = label.split("[")[0] if label.endswith("]") else label
+        out.setdefault(name, [index, 0])[1] += 1
+    return out
+
+
+def matrix_runs(matrix: np.ndarray) -> list[list]:
+    """The nonzeros of a 2-D array as diagonal runs [row, column, length, value]."""
+    rows, cols = np.nonzero(matrix)
+    order = np.lexsort((rows, cols - rows))
+    runs: list[list] = []
+    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
+        value = float(matrix[r, c])
+        last = runs[-1] if runs else None
+        if last and last[0] + last[2] == r and last[1] + last[2] == c and last[3] == value:
+            last[2] += 1
+        else:
+            runs.append([r, c, 1, value])
+    return runs
+
+
+def vector_runs(vector: np.ndarray) -> list[list]:
+    return [[c, length, value] for _, c, length, value in matrix_runs(np.asarray(vector)[None, :])]

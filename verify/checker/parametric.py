@@ -1,0 +1,563 @@
+"""The proof for a parametric description of the composition construction, at sizes no table could be built for.
+
+The certificate carries the network itself, compactly: the per-layer weights as sparse runs, and the embedding as
+rules per class of positions and tokens. Its meaning (what `materialise` builds at small sizes, and what the test
+suite compares with `constructions.composition.build`):
+
+* `groups`: name -> [first direction, width]. A rule {group, source, width} writes the group's first `width`
+  directions: `constant` the value `constant` (width 1); `value` the ±1 code of the token id; `digit` the code of
+  query digit w_`digit`; `address_low` / `address_high` the code of a table entry's address a: for z_1, low = a
+  (no high part); for z_l, l >= 2, low = a mod N_{l-2} and high = a div N_{l-2} -- the entry z_l(w_{l-1}, i_{l-1}).
+  Entry k of the code of v is +1 when bit k of v is set, else -1.
+* `positions`: a rule list per segment (z_L .. z_1, z0, w); `tokens`: for `value` tokens (ids below V) and the
+  `query` token (ids V + enc(w)). W_E + W_pos is the embedding.
+* `layers`: per layer one causal softmax head (W_Q, W_K, W_V [d_model, d_head], W_O [d_head, d_model], biases) and
+  an MLP (W_in, b_in, W_out, b_out); a matrix is a list of runs [row, column, length, value]: entries
+  (row + i, column + i) = value for i < length; a vector is a list of runs [index, length, value].
+* `readout`: logit_v = <code(v), group> for every answer v < V, no bias.
+
+The proof, under `theory` (exact inside a block; embedding, head outputs, block outputs and the residual stored):
+
+1. Ranges, as in `ranges` but on sparse weights: every stored value, at every position, stays in range.
+2. The read position's state is symbolic: each direction holds a constant or bit k of a variable (w_l, or i_l once
+   layer l has written it). Per layer, the score form W_Q W_K^T must pair query bits with key code bits with one
+   weight beta > 0 and meet constants otherwise, so a key of class P scores top_P - 2 beta h, h the number of its
+   paired bits that differ from the query's. The best class must be the one the task reads (z0, then z_l), its
+   pairing aligned with the bits of (w_{l-1}, i_{l-1}) and injective on its entries: the target is the entry the
+   task reads, at h = 0, alone.
+3. Off-target mass, counted exactly: at most mu_P keys of P share one pattern of paired bits (mu_P is the number of
+   entries whose unpaired address bits are free, a Python int), so at most C(b_P, h) mu_P keys sit at distance h;
+   filling the smallest distances first (as many keys as the class has, less the target in its own class),
+   R <= sum_P e^(top_P - top) sum_h k_h e^(-2 beta h), every exponential and sum rounded up by MPFR. This is the
+   bound whose earlier form, min((1 + e^(-2 beta))^b, count), counted patterns instead of keys.
+4. The target's weight is at least pi = 1/(1 + R) (rounded down); each fetched coordinate is then in the hull of
+   pi' v + (1 - pi') [-V, V], pi' in [pi, 1] (v the target's value for its bit set or clear, V the largest value
+   another position can hold there); the head output, b_O and the residual add are stored; the MLP is evaluated on
+   every format value of that interval (`mlp`) and must write exactly the ±1 code of the fetched bit: the state
+   now holds bits of i_l.
+5. The readout's slot holds the code of i_L bit for bit, so logit_{i_L} = b and every other logit <= b - 2.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import gmpy2
+import numpy as np
+
+from verify.checker.mlp import MLP
+from verify.checker.numbers import Format, exp_upper, lower_float, up
+from verify.checker.ranges import Ranges, one_input_range
+from verify.checker.refusal import require
+from verify.checker.tasks import Composition
+
+PRECISION = 256
+SOURCES = ("constant", "value", "digit", "address_low", "address_high")
+
+
+# -- the description ------------------------------------------------------------------------------------------
+class Sparse:
+    """A sparse matrix from runs, entries rounded to the format: rows, cols, vals (float64), and its shape."""
+
+    def __init__(self, runs, shape: tuple[int, int], fmt: Format | None, what: str):
+        require(isinstance(runs, list), f"{what} is not a list of runs")
+        rows, cols, vals = [], [], []
+        matrix = len(shape) == 2
+        for run in runs:
+            require(isinstance(run, list) and len(run) == (4 if matrix else 3), f"{what}: malformed run {run}")
+            r, c, n, v = run if matrix else [0] + run
+            require(all(isinstance(x, int) and not isinstance(x, bool) for x in (r, c, n)) and n >= 1
+                    and isinstance(v, (int, float)) and not isinstance(v, bool), f"{what}: malformed run {run}")
+            require(r >= 0 and c >= 0 and c + n <= shape[-1] and (not matrix or r + n <= shape[0]),
+                    f"{what}: run {run} is out of bounds")
+            rows.append(np.arange(r, r + n) if matrix else np.zeros(n, dtype=np.int64))
+            cols.append(np.arange(c, c + n))
+            vals.append(np.full(n, float(v)))
+        self.shape = shape
+        self.rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        self.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+        self.vals = np.concatenate(vals) if vals else np.zeros(0)
+        require(len(set(zip(self.rows.tolist(), self.cols.tolist()))) == self.rows.size, f"{what}: runs overlap")
+        if fmt is not None:
+            self.vals = fmt.round_array(self.vals, f"weight {what}")
+        keep = self.vals != 0
+        self.rows, self.cols, self.vals = self.rows[keep], self.cols[keep], self.vals[keep]
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape if len(self.shape) == 2 else (1,) + self.shape)
+        out[self.rows, self.cols] = self.vals
+        return out if len(self.shape) == 2 else out[0]
+
+    def column_of(self) -> dict[int, list[tuple[int, float]]]:
+        """col -> [(row, value)]."""
+        out: dict[int, list] = {}
+        for r, c, v in zip(self.rows.tolist(), self.cols.tolist(), self.vals.tolist()):
+            out.setdefault(c, []).append((r, v))
+        return out
+
+    def row_of(self) -> dict[int, list[tuple[int, float]]]:
+        out: dict[int, list] = {}
+        for r, c, v in zip(self.rows.tolist(), self.cols.tolist(), self.vals.tolist()):
+            out.setdefault(r, []).append((c, v))
+        return out
+
+    def magnitude_product(self, B: np.ndarray) -> np.ndarray:
+        """sum_r B[r] |W[r, c]| per column c, rounded up (nonnegative float64 terms, Higham's bound)."""
+        out = np.bincount(self.cols, weights=B[self.rows] * np.abs(self.vals), minlength=self.shape[-1])
+        count = np.bincount(self.cols, minlength=self.shape[-1]).max(initial=0)
+        return up(out * (1 + (count + 2) * 2.0 ** -51))
+
+
+def shape(description: dict) -> tuple[int, int, int]:
+    """(H, d_head, d_model) of a description."""
+    require(isinstance(description, dict), "the description is not an object")
+    return 1, int(description["d_head"]), int(description["d_model"])
+
+
+class Description:
+    def __init__(self, raw: dict, task: Composition, fmt: Format | None):
+        require(isinstance(raw, dict), "the description is not an object")
+        self.task = task
+        self.d_model, self.d_head = int(raw["d_model"]), int(raw["d_head"])
+        require(self.d_model >= 1 and self.d_head >= 1, "the description's widths must be positive")
+        self.groups = {}
+        for name, (start, width) in raw["groups"].items():
+            require(isinstance(start, int) and isinstance(width, int) and start >= 0 and width >= 0
+                    and start + width <= self.d_model, f"group {name} is out of bounds")
+            self.groups[name] = (start, width)
+        self.used = {raw["readout"]["group"]}
+        self.positions = {entry["class"]: self._rules(entry["rules"]) for entry in raw["positions"]}
+        self.tokens = {entry["class"]: self._rules(entry["rules"]) for entry in raw["tokens"]}
+        require(set(self.positions) == {s.name for s in task.segments}, "the position classes are not the segments "
+                                                                         "z_L .. z_1, z0, w")
+        require(set(self.tokens) == {"value", "query"}, "the token classes are `value` and `query`")
+        layers = raw["layers"]
+        require(isinstance(layers, list) and len(layers) == task.L + 1, f"the task reads {task.L + 1} table entries; "
+                                                                         f"the description has {len(layers)} layers")
+        D, Hd = self.d_model, self.d_head
+        self.layers = []
+        for l, layer in enumerate(layers):
+            d_mlp = int(layer["d_mlp"])
+            shapes = {"W_Q": (D, Hd), "W_K": (D, Hd), "W_V": (D, Hd), "W_O": (Hd, D), "b_Q": (Hd,), "b_K": (Hd,),
+                      "b_V": (Hd,), "b_O": (D,), "W_in": (D, d_mlp), "b_in": (d_mlp,), "W_out": (d_mlp, D),
+                      "b_out": (D,)}
+            require(set(layer) == set(shapes) | {"d_mlp"}, f"layer {l} must list {sorted(shapes)} and d_mlp")
+            self.layers.append({k: Sparse(layer[k], s, fmt, f"blocks.{l}.{k}") for k, s in shapes.items()})
+        self.readout = raw["readout"]["group"]
+        require(self.readout in self.groups, "the readout group is not a group")
+        require(self.used == set(self.groups), f"groups no rule uses: {sorted(set(self.groups) - self.used)}")
+        require(set(raw) == {"d_model", "d_head", "groups", "positions", "tokens", "layers", "readout"},
+                "a description holds d_model, d_head, groups, positions, tokens, layers and readout")
+
+    def _rules(self, rules) -> list[dict]:
+        out = []
+        for rule in rules:
+            source = rule.get("source")
+            require(source in SOURCES and rule.get("group") in self.groups, f"malformed rule {rule}")
+            fields = {"constant": {"constant"}, "digit": {"width", "digit"}}.get(source, {"width"})
+            require(set(rule) == {"group", "source"} | fields, f"a {source} rule has the fields group, source and "
+                                                               f"{', '.join(sorted(fields))}: {rule}")
+            width = 1 if source == "constant" else rule["width"]
+            require(isinstance(width, int) and 0 <= width <= self.groups[rule["group"]][1],
+                    f"rule {rule} is wider than its group")
+            require(source != "digit" or rule["digit"] in range(1, self.task.L), f"rule {rule} names no query digit")
+            out.append({"group": rule["group"], "source": source, "width": width,
+                        "constant": float(rule.get("constant", 0.0)), "digit": rule.get("digit", 0)})
+            self.used.add(rule["group"])
+        return out
+
+    def directions(self, rules) -> dict[int, tuple]:
+        """direction -> ("const", value) or ("code", source, bit) for one class's rules (no direction twice)."""
+        entries = {}
+        for rule in rules:
+            start = self.groups[rule["group"]][0]
+            if rule["source"] == "constant":
+                items = {start: ("const", Fraction(rule["constant"]))}
+            else:
+                source = f"w{rule['digit']}" if rule["source"] == "digit" else rule["source"]
+                items = {start + k: ("code", source, k) for k in range(rule["width"])}
+            require(not set(items) & set(entries), "two rules write one direction")
+            entries.update(items)
+        return entries
+
+
+def _code(values: np.ndarray, width: int) -> np.ndarray:
+    bits = (np.asarray(values, dtype=np.int64)[:, None] >> np.arange(width)) & 1
+    return (2 * bits - 1).astype(np.float64)
+
+
+def materialise(raw: dict, task: Composition) -> dict[str, np.ndarray]:
+    """The dense arrays a description means (small sizes only), unrounded, under TransformerLens names."""
+    d = Description(raw, task, None)
+    arrays = {"embed.W_E": np.zeros((task.vocab, d.d_model)), "pos_embed.W_pos": np.zeros((task.prompt_length,
+                                                                                           d.d_model))}
+    sizes = task.sizes
+    for segment in task.segments:
+        a = np.arange(segment.length)
+        l = int(segment.name[1:]) if segment.name[0] == "z" and segment.name != "z0" else 0
+        low = a % sizes[l - 2] if l >= 2 else a
+        high = a // sizes[l - 2] if l >= 2 else np.zeros_like(a)
+        block = arrays["pos_embed.W_pos"][segment.start:segment.stop]
+        _write(d, block, d.positions[segment.name], {"address_low": low, "address_high": high})
+    V = task.value_vocab
+    _write(d, arrays["embed.W_E"][:V], d.tokens["value"], {"value": np.arange(V)})
+    rest = np.arange(task.query_count)
+    digits = {}
+    for k, n_k in enumerate(task.n, start=1):
+        digits[f"w{k}"], rest = rest % n_k, rest // n_k
+    _write(d, arrays["embed.W_E"][V:], d.tokens["query"], digits)
+    for l, layer in enumerate(d.layers):
+        for name, matrix in layer.items():
+            dense = matrix.dense()
+            kind = "mlp" if name in ("W_in", "b_in", "W_out", "b_out") else "attn"
+            arrays[f"blocks.{l}.{kind}.{name}"] = dense[None] if kind == "attn" and name != "b_O" else dense
+    start, width = d.groups[d.readout]
+    W_U = np.zeros((d.d_model, V))
+    W_U[start:start + width] = _code(np.arange(V), width).T
+    arrays["unembed.W_U"], arrays["unembed.b_U"] = W_U, np.zeros(V)
+    return arrays
+
+
+def _write(d: Description, block: np.ndarray, rules, sources: dict) -> None:
+    for rule in rules:
+        start = d.groups[rule["group"]][0]
+        if rule["source"] == "constant":
+            block[:, start] = rule["constant"]
+        else:
+            key = f"w{rule['digit']}" if rule["source"] == "digit" else rule["source"]
+            block[:, start:start + rule["width"]] = _code(sources[key], rule["width"])
+
+
+# -- the proof --------------------------------------------------------------------------------------------------
+def _free_count(limit: int, paired: set[int]) -> int:
+    """The most integers in [0, limit) that agree on the bits `paired`: clearing the paired bits maps each class
+    injectively into the one whose paired bits are all 0, so that class is the largest; count its members, walking
+    the bits of limit from the top (x shares limit's higher bits and has a 0 where limit has a 1, below which it is
+    free wherever a bit is unpaired)."""
+    mask = sum(1 << k for k in paired)
+    count, prefix = 0, 0
+    for k in range(limit.bit_length() - 1, -1, -1):
+        if limit >> k & 1:
+            if not prefix & mask:
+                count += 1 << sum(1 for j in range(k) if not mask >> j & 1)
+            prefix |= 1 << k
+            if prefix & mask:
+                break
+    return count
+
+
+def prove(raw: dict, task: Composition, fmt: Format) -> dict:
+    require(fmt.supported, f"{fmt.name} is outside the formats the checker reasons about")
+    d = Description(raw, task, fmt)
+    ones = fmt.round_array(np.array([1.0, -1.0]), "a code")
+    require(np.array_equal(ones, [1.0, -1.0]), f"{fmt.name} does not hold the codes ±1")
+    writes = []
+    for layer in d.layers:
+        written = np.zeros(d.d_model, bool)
+        written[layer["W_O"].cols] = True
+        written[layer["b_O"].cols] = True
+        written[layer["W_out"].cols] = True
+        written[layer["b_out"].cols] = True
+        writes.append(written)
+    record = {"ranges": {"largest_residual_entry_after_layer": _ranges(d, fmt)}}
+    state = dict(d.directions(d.positions["w"]))
+    for direction, entry in d.directions(d.tokens["query"]).items():
+        require(direction not in state, "the query token and the read position write one direction")
+        state[direction] = entry
+    for direction, entry in state.items():
+        if entry[0] == "const":
+            require(fmt.round(entry[1]) == entry[1], "the read position's embedding is not exact in the format")
+    record["layers"] = []
+    for l in range(task.L + 1):
+        entry, state = _layer(d, fmt, l, state, writes)
+        record["layers"].append(entry)
+    record["readout"] = _readout(d, state)
+    return record
+
+
+def _ranges(d: Description, fmt: Format) -> list[float]:
+    """Magnitude bounds at every position (step 1), sparse; theory: the stores are the only roundings."""
+    B = np.zeros(d.d_model)
+    for classes in (d.positions, d.tokens):
+        largest = np.zeros(d.d_model)
+        for rules in classes.values():
+            for direction, entry in d.directions(rules).items():
+                largest[direction] = max(largest[direction], abs(float(entry[1])) if entry[0] == "const" else 1.0)
+        B = B + largest
+    B = fmt.round_array(up(B), "the embedding")
+    ranges = Ranges(fmt, strict=False)
+    out = []
+    for l, layer in enumerate(d.layers):
+        v = up(layer["W_V"].magnitude_product(B) + np.abs(layer["b_V"].dense()))  # the mix is a convex combination
+        head = fmt.round_array(layer["W_O"].magnitude_product(v), f"blocks.{l} head output")
+        attn = fmt.round_array(up(head + np.abs(layer["b_O"].dense())), f"blocks.{l} attention output")
+        B = fmt.round_array(up(B + attn), f"blocks.{l} residual stream")
+        B = _mlp_ranges(ranges, layer, B, f"blocks.{l}.mlp")
+        out.append(float(B.max(initial=0.0)))
+    return out
+
+
+def _mlp_ranges(ranges: Ranges, layer: dict, B: np.ndarray, p: str) -> np.ndarray:
+    """`ranges`' MLP step on sparse weights: one-input outputs by their exact range (shared by outputs whose units,
+    weights and input bounds agree), the others term by term."""
+    fmt = ranges.fmt
+    unit_inputs, b_in, writers, b_out = _mlp_columns(layer)
+    hidden = up(layer["W_in"].magnitude_product(B) + np.abs(layer["b_in"].dense()))
+    new = B.copy()
+    cache = {}
+    for d, units in writers.items():
+        sources = {i for h, _ in units for i, _ in unit_inputs.get(h, ())}
+        if len(sources) == 1 and all(len(unit_inputs.get(h, ())) == 1 for h, _ in units):
+            f = sources.pop()
+            key = (tuple(unit_inputs[h][0][1] for h, _ in units), tuple(b_in.get(h, 0.0) for h, _ in units),
+                   tuple(w for _, w in units), b_out.get(d, 0.0), float(B[f]), float(B[d]), d == f)
+            if key not in cache:
+                cache[key] = one_input_range(ranges, *key, f"{p} output")
+            new[d] = cache[key]
+        else:
+            size = sum(abs(w) * hidden[h] for h, w in units) * (1 + (len(units) + 2) * 2.0 ** -51) + abs(b_out.get(d, 0))
+            new[d] = fmt.round_array(up(B[d] + fmt.round_array(up(size), f"{p} output")), f"{p} residual stream")
+    for d in set(b_out) - set(writers):
+        new[d] = fmt.round_array(up(B[d] + fmt.round_array(up(abs(b_out[d])), f"{p} output")), f"{p} residual stream")
+    return new
+
+
+def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tuple[dict, dict]:
+    task, layer, p = d.task, d.layers[l], f"blocks.{l}.attn"
+    for bias in ("b_Q", "b_K", "b_V", "b_O"):
+        require(layer[bias].vals.size == 0, f"{p}.{bias} must be zero")
+    earlier = np.zeros(d.d_model, bool)
+    for previous in writes[:l]:
+        earlier |= previous
+    token_dirs = set()
+    for rules in d.tokens.values():
+        token_dirs |= set(d.directions(rules))
+    position_dirs = set()
+    for rules in d.positions.values():
+        position_dirs |= set(d.directions(rules))
+    key_rows = set(layer["W_K"].rows.tolist())
+    value_rows = set(layer["W_V"].rows.tolist())
+    require(not key_rows & token_dirs and not earlier[list(key_rows)].any(),
+            f"{p}'s keys read directions that depend on more than the position")
+    require(not value_rows & position_dirs and not earlier[list(value_rows)].any(),
+            f"{p}'s values read directions that depend on more than the token")
+
+    # the score form M = W_Q W_K^T, exactly
+    q_cols, k_cols = layer["W_Q"].column_of(), layer["W_K"].column_of()
+    M: dict[tuple[int, int], Fraction] = {}
+    for c, q_entries in q_cols.items():
+        for i, wq in q_entries:
+            for k, wk in k_cols.get(c, ()):
+                M[i, k] = M.get((i, k), Fraction(0)) + Fraction(wq) * Fraction(wk)
+    M = {key: value for key, value in M.items() if value}
+    for i, _ in M:
+        require(i in state, f"{p}'s query reads {i}, which is empty at the read position")
+
+    classes = []
+    for segment in task.segments:
+        entries = d.directions(d.positions[segment.name])
+        const, pairs = Fraction(0), []
+        for (i, k), weight in M.items():
+            if k not in entries:
+                continue
+            q, x = state[i], entries[k]
+            if q[0] == "const" and x[0] == "const":
+                const += weight * q[1] * x[1]
+            elif q[0] == "code" and x[0] == "code":
+                pairs.append((i, k, weight))
+            else:
+                require(False, f"{p}: a constant meets a code in the score of a {segment.name} key")
+        require(len({i for i, _, _ in pairs}) == len(pairs) and len({k for _, k, _ in pairs}) == len(pairs),
+                f"{p}: a query bit meets several key bits, or a key bit several query bits")
+        classes.append({"segment": segment, "entries": entries, "const": const, "pairs": pairs})
+    betas = {w for c in classes for _, _, w in c["pairs"]}
+    require(len(betas) <= 1 and all(b > 0 for b in betas), f"{p}: the paired bits are not all weighted by one beta > 0")
+    beta = betas.pop() if betas else Fraction(0)
+    for c in classes:
+        c["top"] = c["const"] + beta * len(c["pairs"])
+    target = max(classes, key=lambda c: c["top"])
+    wanted = "z0" if l == 0 else f"z{l}"
+    require(target["segment"].name == wanted and sum(c["top"] == target["top"] for c in classes) == 1,
+            f"{p}'s best keys are in {target['segment'].name}, but the task reads {wanted} at this step")
+    _aligned(p, l, target, state)
+
+    # step 3: the off-target mass, counted
+    per_class = []
+    with gmpy2.context(precision=PRECISION, round=gmpy2.RoundUp):  # every conversion, product and sum rounded up
+        near = _mpfr(exp_upper(-2 * beta))  # >= e^(-2 beta)
+        total = gmpy2.mpfr(0)
+        for c in classes:
+            count, bits = c["segment"].length, len(c["pairs"])
+            multiplicity = _multiplicity(d, c)
+            if c is target:
+                require(multiplicity == 1, f"{p}: two entries of {wanted} share the target's address code")
+            remaining = count - (1 if c is target else 0)  # the target itself carries no off-target mass
+            mass, h, binomial, power = gmpy2.mpfr(0), 0, 1, gmpy2.mpfr(1)
+            while remaining > 0 and h <= bits:  # at most C(bits, h) multiplicity keys at distance h; closest first
+                keys = min(binomial * multiplicity - (1 if c is target and h == 0 else 0), remaining)
+                mass += gmpy2.mpfr(keys) * power
+                remaining -= keys
+                h += 1
+                binomial = binomial * (bits - h + 1) // h
+                power *= near
+            require(remaining == 0, f"{p}: the keys of {c['segment'].name} outnumber their address patterns")
+            mass *= _mpfr(exp_upper(c["top"] - target["top"]))
+            total += mass
+            per_class.append({"class": c["segment"].name, "keys": str(count), "paired_bits": bits,
+                              "multiplicity": str(multiplicity), "score_below_target": _num(target["top"] - c["top"]),
+                              "mass_at_most": _text(mass)})
+    with gmpy2.context(precision=PRECISION, round=gmpy2.RoundDown):
+        pi = gmpy2.mpfr(1) / (1 + total)
+    pi = lower_float(Fraction(*pi.as_integer_ratio()))
+
+    fetched, new_state, writes_record = _fetch_and_mlp(d, fmt, l, state, writes, Fraction(pi))
+    entry = {"layer": l, "beta": _num(beta), "target_class": wanted, "target_score": _num(target["top"]),
+             "classes": per_class, "off_target_mass_at_most": _text(total), "target_weight_at_least": _num(pi),
+             "fetched": fetched, "writes": writes_record}
+    return entry, new_state
+
+
+def _aligned(p: str, l: int, target: dict, state: dict) -> None:
+    """The target class's address bits meet, bit for bit, the query's bits of (w_{l-1}, i_{l-1})."""
+    codes = {k for k, entry in target["entries"].items() if entry[0] == "code"}
+    if l == 0:
+        require(not target["pairs"], "blocks.0.attn: the seed's key has address bits")
+        return
+    require({k for _, k, _ in target["pairs"]} == codes, f"{p}: some address bit of z{l} is not matched by the query")
+    for i, k, _ in target["pairs"]:
+        _, source, key_bit = target["entries"][k]
+        _, holds, query_bit = state[i]
+        expected = f"i{l - 1}" if source == "address_low" else f"w{l - 1}"
+        require(source in ("address_low", "address_high") and holds == expected and query_bit == key_bit,
+                f"{p}: an address bit of z{l} meets bit {query_bit} of {holds}, not bit {key_bit} of {expected}")
+
+
+def _mpfr(x: Fraction) -> gmpy2.mpfr:
+    """x in the current context's rounding direction."""
+    return gmpy2.mpfr(gmpy2.mpq(x.numerator, x.denominator))
+
+
+def _multiplicity(d: Description, c: dict) -> int:
+    """The most keys of class c that share one pattern of paired bits (step 3)."""
+    segment, task = c["segment"], d.task
+    if segment.name in ("z0", "w"):
+        return 1
+    level = int(segment.name[1:])
+    sizes = task.sizes
+    low_limit = sizes[level - 2] if level >= 2 else segment.length
+    high_limit = segment.length // low_limit
+    paired = {"address_low": set(), "address_high": set()}
+    for entry in c["entries"].values():
+        require(entry[0] == "const" or entry[1] in paired, f"a table key carries a {entry[1]} code")
+    for _, k, _ in c["pairs"]:
+        _, source, bit = c["entries"][k]
+        paired[source].add(bit)
+    return _free_count(low_limit, paired["address_low"]) * _free_count(high_limit, paired["address_high"])
+
+
+def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: list, pi: Fraction):
+    """Step 4: the fetched intervals, the MLP's exact outputs, the next state."""
+    layer, p = d.layers[l], f"blocks.{l}"
+    value_of = layer["W_V"].column_of()  # head coordinate -> [(direction, weight)]
+    value_class = d.directions(d.tokens["value"])
+    token_entries = [d.directions(rules) for rules in d.tokens.values()]
+    for direction in np.flatnonzero(writes[l]).tolist():
+        require(state.get(direction, ("const", Fraction(0))) == ("const", Fraction(0)),
+                f"layer {l} writes a direction that is not empty before it at the read position")
+    # per attention-written direction: its stored interval when the fetched bit is set (code +1) and clear (-1)
+    boxes = {1: Zeros(), -1: Zeros()}
+    bit_of = {}
+    for direction, entries in layer["W_O"].column_of().items():
+        require(len(entries) == 1, f"{p}.attn: output direction {direction} mixes several head coordinates")
+        (c, w_out), = entries
+        require(len(value_of.get(c, ())) == 1, f"{p}.attn: value coordinate {c} does not read one direction")
+        (source, w_value), = value_of[c]
+        entry = value_class.get(source)
+        require(entry is not None and entry[0] == "code" and entry[1] == "value",
+                f"{p}.attn: a fetched coordinate does not carry a bit of the value token")
+        bit_of[direction] = entry[2]
+        # V: the largest value another position's token can put here (tokens write nothing else into `source`)
+        V = max((abs(Fraction(w_value)) * (abs(e[source][1]) if e[source][0] == "const" else 1)
+                 for e in token_entries if source in e), default=Fraction(0))
+        for sign in (1, -1):
+            v = Fraction(w_value) * sign
+            ends = sorted((min(v, pi * v - (1 - pi) * V) * Fraction(w_out), max(v, pi * v + (1 - pi) * V)
+                           * Fraction(w_out)))
+            # the head output is stored; b_O = 0 and the empty residual add an exact zero, stored again
+            boxes[sign][direction] = tuple(fmt.round(e, f"{p} head output") for e in ends)
+    mlp = MLP(fmt, False, *_mlp_columns(layer), f"{p}.mlp")
+    new_state = {k: v for k, v in state.items() if not writes[l][k]}
+    written = {}
+    for direction in np.flatnonzero(writes[l]).tolist():
+        feeding = sorted(set(mlp.inputs(direction)) | ({direction} & set(bit_of)))
+        require(set(mlp.inputs(direction)) <= set(bit_of), f"{p}.mlp reads directions its attention does not write")
+        require(len(feeding) <= 1, f"{p}.mlp: direction {direction} depends on several fetched coordinates")
+        outcome = {sign: mlp.output(direction, boxes[sign].lows(), boxes[sign].highs()) for sign in (1, -1)}
+        if outcome[1] == outcome[-1]:
+            new_state[direction] = ("const", outcome[1])
+            key = f"constant {_num(outcome[1])}"
+        else:
+            require(outcome == {1: Fraction(1), -1: Fraction(-1)} and feeding,
+                    f"{p}.mlp writes {outcome[1]} and {outcome[-1]} for a set and a clear bit, not the code ±1")
+            new_state[direction] = ("code", f"i{l}", bit_of[feeding[0]])
+            key = f"bit of i{l}"
+        written[key] = written.get(key, 0) + 1
+    intervals = {}
+    for direction in bit_of:
+        key = (boxes[1][direction], boxes[-1][direction])
+        intervals[key] = intervals.get(key, 0) + 1
+    fetched = [{"set": [_num(x) for x in set_], "clear": [_num(x) for x in clear], "directions": count}
+               for (set_, clear), count in sorted(intervals.items())]
+    return fetched, new_state, dict(sorted(written.items()))
+
+
+class Zeros(dict):
+    """Intervals by direction, [0, 0] where none is listed."""
+
+    def __missing__(self, key):
+        return (Fraction(0), Fraction(0))
+
+    def lows(self):
+        return _Ends(self, 0)
+
+    def highs(self):
+        return _Ends(self, 1)
+
+
+class _Ends:
+    def __init__(self, intervals: Zeros, end: int):
+        self.intervals, self.end = intervals, end
+
+    def __getitem__(self, direction):
+        return self.intervals[direction][self.end]
+
+
+def _mlp_columns(layer: dict):
+    """(unit_inputs, b_in, writers, b_out) of `mlp.MLP` from sparse weights, entries in index order."""
+    unit_inputs = {h: sorted(entries) for h, entries in layer["W_in"].column_of().items()}
+    writers = {d: sorted(entries) for d, entries in layer["W_out"].column_of().items()}
+    b_in = dict(zip(layer["b_in"].cols.tolist(), layer["b_in"].vals.tolist()))
+    b_out = dict(zip(layer["b_out"].cols.tolist(), layer["b_out"].vals.tolist()))
+    return unit_inputs, b_in, writers, b_out
+
+
+def _readout(d: Description, state: dict) -> dict:
+    start, width = d.groups[d.readout]
+    L = d.task.L
+    for k in range(width):
+        entry = state.get(start + k)
+        require(entry is not None and entry[0] == "code" and entry[1] == f"i{L}" and entry[2] == k,
+                f"the readout group {d.readout} does not hold the code of the answer i_{L}")
+    require(d.task.value_vocab <= 1 << width, "the readout code is too narrow for the answers")
+    # logit_v = <code(v), code(i_L)> = width - 2 hamming(v, i_L): the answer's logit is the unique best, by 2
+    return {"group": d.readout, "code_bits": width, "worst_margin": 2}
+
+
+def _num(x) -> float | str:
+    x = Fraction(x)
+    return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
+
+
+def _text(x) -> str:
+    return format(x, ".17g")
