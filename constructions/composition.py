@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.residual import ResidualLayout, code_width, pm1_codes
+from constructions.residual import code_width, pm1_codes
 from witness.errors import ParameterError
 from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.tasks import Composition
@@ -72,15 +72,44 @@ class EmbeddingClass:
 
 
 @dataclass(frozen=True)
+class Sparse:
+    """A weight array as diagonal runs: for a matrix, (row, column, length, value) sets entries (row + i,
+    column + i) = value for i < length; for a vector, (index, length, value). Every weight of the construction is
+    a union of such runs (group to group), so the description never needs a dense matrix, at any size."""
+
+    shape: tuple[int, ...]
+    runs: tuple[tuple, ...]
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape)
+        for run in self.runs:
+            if len(self.shape) == 2:
+                row, column, length, value = run
+                out[np.arange(row, row + length), np.arange(column, column + length)] = value
+            else:
+                index, length, value = run
+                out[index:index + length] = value
+        return out
+
+
+#: The arrays of one layer of the description: one causal softmax head (no head axis; biases zero) and its MLP.
+ATTENTION_ARRAYS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+MLP_ARRAYS = ("W_in", "b_in", "W_out", "b_out")
+
+
+@dataclass(frozen=True)
 class Description:
-    """The network without its big tables: the small per-layer weights, plus the embedding and unembedding as
-    rules per class of positions and tokens. `materialise` builds the tables from these rules, so a description
-    and the network built from it cannot disagree; `verify.parametric` reasons about the rules instead, at sizes
-    (tables of 2^64 entries) no table could be built for."""
+    """The network without its big tables: the per-layer weights as sparse runs, and the embedding and unembedding
+    as rules per class of positions and tokens. `build` materialises it (`layers`, `materialise`), so a description
+    and the network built from it cannot disagree; the checker's parametric proof (verify/checker/parametric.py)
+    reasons about the rules and runs instead, at sizes no table (nor any d_model x d_head matrix) could be built
+    for. `groups` maps each group of residual directions to (first direction, width)."""
 
     task: Composition
-    basis: Basis
-    layers: tuple[Layer, ...]
+    groups: dict[str, tuple[int, int]]
+    d_model: int
+    d_head: int
+    weights: tuple[dict[str, Sparse], ...]  # per layer: ATTENTION_ARRAYS and MLP_ARRAYS
     beta: int
     C: int
     positions: tuple[EmbeddingClass, ...]
@@ -89,6 +118,29 @@ class Description:
 
     def params(self) -> dict:
         return self.task.params()
+
+    def basis(self) -> Basis:
+        labels = [""] * self.d_model
+        for name, (start, width) in self.groups.items():
+            if name in SCALARS or name.startswith("type:"):
+                labels[start] = name
+            else:
+                for k in range(width):
+                    labels[start + k] = f"{name}[{k}]"
+        return Basis(tuple(labels))
+
+    def layers(self) -> tuple[Layer, ...]:
+        """The dense IR layers (small sizes)."""
+        out = []
+        for arrays in self.weights:
+            dense = {name: arrays[name].dense() for name in ATTENTION_ARRAYS + MLP_ARRAYS}
+            attention = Attention(**{name: dense[name][None] for name in ATTENTION_ARRAYS if name != "b_O"},
+                                  b_O=dense["b_O"], causal=True)
+            out.append(Layer(attention, MLP(*(dense[name] for name in MLP_ARRAYS))))
+        return tuple(out)
+
+
+SCALARS = ("one",)
 
 
 def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str, int], ...] = ()) -> Description:
@@ -105,18 +157,24 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
     b_w = [code_width(n_l) for n_l in task.n]  # b_w[l-1] = code width of w_l
     b_w_max = max(b_w, default=0)
 
-    res = ResidualLayout()
-    one = res.scalar("one")
-    type_dir = {l: res.scalar(f"type:z{l}") for l in range(L + 1)}
-    idx_w = res.group("idx_w", b_w_max)
-    idx_v = res.group("idx_v", b_V)
-    val = res.group("val", b_V)
-    w_dir = {l: res.group(f"w{l}", b_w[l - 1]) for l in range(1, L)}
-    fetch = res.group("fetch", b_V)
-    slot = {l: res.group(f"R{l}", b_V) for l in range(L + 1)}
-    for group, width in extra:
-        res.group(group, width)
-    d_model = res.width
+    groups: dict[str, tuple[int, int]] = {}
+
+    def group(name: str, width: int) -> int:
+        start = sum(w for _, w in groups.values())
+        groups[name] = (start, width)
+        return start
+
+    one = group("one", 1)
+    type_dir = {l: group(f"type:z{l}", 1) for l in range(L + 1)}
+    idx_w = group("idx_w", b_w_max)
+    idx_v = group("idx_v", b_V)
+    val = group("val", b_V)
+    w_dir = {l: group(f"w{l}", b_w[l - 1]) for l in range(1, L)}
+    fetch = group("fetch", b_V)
+    slot = {l: group(f"R{l}", b_V) for l in range(L + 1)}
+    for name, width in extra:
+        group(name, width)
+    d_model = sum(w for _, w in groups.values())
 
     # -- embedding rules ----------------------------------------------------------------------------------
     # z_1 is addressed by i_0 alone; z_l (l >= 2) by (w_{l-1}, i_{l-1}) = (a div N_{l-2}, a mod N_{l-2}).
@@ -136,7 +194,7 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
     # Head dimensions: 0 = block indicator, 1..b_w_max = address high part, then b_V = address low part.
     # Values use head dimensions 0..b_V-1 for the value code.
     d_head = 1 + b_w_max + b_V
-    head_type, head_w, head_v = 0, 1 + np.arange(b_w_max), 1 + b_w_max + np.arange(b_V)
+    head_type, head_w, head_v = 0, 1, 1 + b_w_max
     beta = attention_scale(task.prompt_length)
     # C: the block indicator's weight. The query's address part has ±beta entries on b = b_{l-1} + b_V head
     # dimensions; a key outside block l carries at most ±1 on those dimensions and 0 indicator, so it scores at
@@ -144,28 +202,25 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
     # block l the indicator cancels and a wrong address differs in at least one code bit: 2 beta lower.
     C = 2 * beta
 
-    layers = []
+    weights = []
     for l in range(L + 1):
-        W_Q = np.zeros((1, d_model, d_head))  # [H, d_model, d_head]
-        W_K = np.zeros((1, d_model, d_head))
-        W_V = np.zeros((1, d_model, d_head))
-        W_O = np.zeros((1, d_head, d_model))  # [H, d_head, d_model]
-        W_Q[0, one, head_type] = C
-        W_K[0, type_dir[l], head_type] = 1.0
+        W_Q = [(one, head_type, 1, float(C))]  # [d_model, d_head]
+        W_K = [(type_dir[l], head_type, 1, 1.0)]
         if l >= 1:
-            W_Q[0, slot[l - 1], head_v] = beta
-            W_K[0, idx_v, head_v] = 1.0
+            W_Q.append((slot[l - 1], head_v, b_V, float(beta)))
+            W_K.append((idx_v, head_v, b_V, 1.0))
         if l >= 2 and b_w[l - 2]:
-            width = b_w[l - 2]
-            W_Q[0, w_dir[l - 1], head_w[:width]] = beta
-            W_K[0, idx_w[:width], head_w[:width]] = 1.0
-        W_V[0, val, np.arange(b_V)] = 1.0
-        W_O[0, np.arange(b_V), fetch] = 1.0
-        attention = Attention.zeros_bias(W_Q, W_K, W_V, W_O, causal=True)
-        layers.append(Layer(attention, _sign_mlp(d_model, fetch, slot[l])))
+            W_Q.append((w_dir[l - 1], head_w, b_w[l - 2], float(beta)))
+            W_K.append((idx_w, head_w, b_w[l - 2], 1.0))
+        arrays = {"W_Q": Sparse((d_model, d_head), tuple(W_Q)), "W_K": Sparse((d_model, d_head), tuple(W_K)),
+                  "W_V": Sparse((d_model, d_head), ((val, 0, b_V, 1.0),)),
+                  "W_O": Sparse((d_head, d_model), ((0, fetch, b_V, 1.0),)),  # [d_head, d_model]
+                  **{name: Sparse((d_head,), ()) for name in ("b_Q", "b_K", "b_V")}, "b_O": Sparse((d_model,), ())}
+        arrays.update(_sign_mlp(d_model, fetch, slot[l], b_V))
+        weights.append(arrays)
 
     # -- readout: logit_v = <code(v), R_L> = b_V - 2 hamming(v, i_L); the answer wins by 2 ------------------
-    return Description(task, res.basis(), tuple(layers), beta, C, tuple(positions), tokens, f"R{L}")
+    return Description(task, groups, d_model, d_head, tuple(weights), beta, C, tuple(positions), tokens, f"R{L}")
 
 
 def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
@@ -180,24 +235,25 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
     )
     W_E, W_pos, W_U = materialise(description)
     V = description.task.value_vocab
-    return Network(Embedding(W_E, W_pos), description.layers, Readout(W_U, np.zeros(V), read="last"),
-                   description.basis, meta)
+    return Network(Embedding(W_E, W_pos), description.layers(), Readout(W_U, np.zeros(V), read="last"),
+                   description.basis(), meta)
 
 
 def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """W_E [d_vocab, d_model], W_pos [n_ctx, d_model] and W_U [d_model, V] from the description's rules."""
-    task, basis = description.task, description.basis
-    d_model = len(basis)
+    task, groups = description.task, description.groups
+    d_model = description.d_model
     sizes = task.domain_sizes
     V = task.value_vocab
 
     def write(table: np.ndarray, rows: np.ndarray, rule: CodeRule, codes_of) -> None:
+        start, _ = groups[rule.group]
         if rule.source == "constant":
-            table[rows, basis.index(rule.group)] = rule.constant
+            table[rows, start] = rule.constant
         elif rule.source == "address_onehot":
-            table[rows, np.array(basis.group(rule.group))[codes_of(rule)]] = 1.0
+            table[rows, start + codes_of(rule)] = 1.0
         else:
-            table[np.ix_(rows, basis.group(rule.group)[: rule.width])] = pm1_codes(codes_of(rule), rule.width)
+            table[np.ix_(rows, start + np.arange(rule.width))] = pm1_codes(codes_of(rule), rule.width)
 
     W_pos = np.zeros((task.prompt_length, d_model))  # [n_ctx, d_model]
     for position_class in description.positions:
@@ -219,28 +275,29 @@ def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.nd
             write(W_E, rows, rule, lambda r: rows if r.source == "value" else query_digits[r.digit - 1])
 
     W_U = np.zeros((d_model, V))  # [d_model, d_vocab_out]
-    slot = basis.group(description.readout_group)
-    W_U[slot, :] = pm1_codes(np.arange(V), len(slot)).T
+    start, width = groups[description.readout_group]
+    W_U[start:start + width, :] = pm1_codes(np.arange(V), width).T
     return W_E, W_pos, W_U
 
 
-def _sign_mlp(d_model: int, fetch: np.ndarray, target: np.ndarray) -> MLP:
-    """Write sign(fetch) as exact ±1 into `target` and clear `fetch`, for |fetch| in [1/2, 1].
+def _sign_mlp(d_model: int, fetch: int, target: int, width: int) -> dict[str, Sparse]:
+    """Write sign(fetch) as exact ±1 into `target` and clear `fetch`, for |fetch| in [1/2, 1] (groups of `width`).
 
-    Four ReLUs per bit on F = fetch[k]:  A = relu(2F), B = relu(2F - 1), C = relu(-2F), D = relu(-2F - 1).
+    Four ReLUs per bit on F = fetch[k]:  A = relu(2F), B = relu(2F - 1), C = relu(-2F), D = relu(-2F - 1), in four
+    blocks of `width` units (A for every bit, then B, C, D; each output sums its units in that order).
     For F in [1/2, 1]: A = 2F, B = 2F - 1, C = D = 0, so A - B - C + D = 1; symmetrically -1 for F in [-1, -1/2].
     Rounding cannot spoil this: 2F is exact (a power-of-two scale), 2F - 1 is exact by Sterbenz's lemma
     (1 <= 2F <= 2), and (2F) - (2F - 1) = 1 is representable, so the slot receives exactly ±1 in every float
     format, and in every fixed format that holds 2. The fetch is cleared by -A/2 + C/2 = -F, also exact.
     """
-    width = fetch.size
+    A, B, C, D = (block * width for block in range(4))
     d_mlp = 4 * width
-    W_in = np.zeros((d_model, d_mlp))  # [d_model, d_mlp]
-    b_in = np.zeros(d_mlp)
-    W_out = np.zeros((d_mlp, d_model))  # [d_mlp, d_model]
-    A, B, C, D = (np.arange(width) * 4 + offset for offset in range(4))
-    W_in[fetch, A], W_in[fetch, B], W_in[fetch, C], W_in[fetch, D] = 2.0, 2.0, -2.0, -2.0
-    b_in[B], b_in[D] = -1.0, -1.0
-    W_out[A, target], W_out[B, target], W_out[C, target], W_out[D, target] = 1.0, -1.0, -1.0, 1.0
-    W_out[A, fetch], W_out[C, fetch] = -0.5, 0.5
-    return MLP(W_in, b_in, W_out, np.zeros(d_model))
+    return {
+        "W_in": Sparse((d_model, d_mlp), ((fetch, A, width, 2.0), (fetch, B, width, 2.0), (fetch, C, width, -2.0),
+                                          (fetch, D, width, -2.0))),  # [d_model, d_mlp]
+        "b_in": Sparse((d_mlp,), ((B, width, -1.0), (D, width, -1.0))),
+        "W_out": Sparse((d_mlp, d_model), ((A, target, width, 1.0), (B, target, width, -1.0),
+                                           (C, target, width, -1.0), (D, target, width, 1.0),
+                                           (A, fetch, width, -0.5), (C, fetch, width, 0.5))),  # [d_mlp, d_model]
+        "b_out": Sparse((d_model,), ()),
+    }

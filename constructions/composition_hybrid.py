@@ -51,6 +51,11 @@ def _linear(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, W_O: np.ndarray) 
                            np.zeros(d_model))
 
 
+def _span(description: Description, name: str) -> np.ndarray:
+    start, width = description.groups[name]
+    return np.arange(start, start + width)
+
+
 def _copy_seed(description: Description, target: str) -> LinearAttention:
     """Linear attention that writes the ±1 code of z_0 into group `target` at the read position.
 
@@ -60,30 +65,28 @@ def _copy_seed(description: Description, target: str) -> LinearAttention:
     exactly (see the module docstring). Causality costs nothing: the seed comes before the read position in the
     `paper` layout. State: 1 * b_V + 1 numbers.
     """
-    basis = description.basis
-    d_model = len(basis)
-    val = basis.group("val")
+    d_model = description.d_model
+    val = _span(description, "val")
     b_V = len(val)
     W_Q = np.zeros((1, d_model, 1))  # [H, d_model, d_k]
     W_K = np.zeros((1, d_model, 1))
     W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
     W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
-    W_Q[0, basis.index("one"), 0] = 1.0
-    W_K[0, basis.index("type:z0"), 0] = 1.0
+    W_Q[0, description.groups["one"][0], 0] = 1.0
+    W_K[0, description.groups["type:z0"][0], 0] = 1.0
     W_V[0, val, np.arange(b_V)] = 1.0
-    W_O[0, np.arange(b_V), basis.group(target)] = 1.0
+    W_O[0, np.arange(b_V), _span(description, target)] = 1.0
     return _linear(W_Q, W_K, W_V, W_O)
 
 
-def _hybrid_description(L: int, m: int, n) -> Description:
-    """The composition description with layer 0 (the seed fetch) done by linear attention.
+def _hybrid_layers(description: Description) -> tuple[Layer, ...]:
+    """The composition's layers with layer 0 (the seed fetch) done by linear attention.
 
     The copy writes into `fetch` and keeps the composition's layer-0 MLP, which turns the fetched vector into
     exact ±1 in R0 for |fetch| in [1/2, 1]; the copy is exactly ±1, so it applies (and clears `fetch` for the
     full layers, whose attention writes it again)."""
-    description = describe(L, m, tuple(n))
-    first = Layer(_copy_seed(description, "fetch"), description.layers[0].mlp)
-    return dataclasses.replace(description, layers=(first,) + description.layers[1:])
+    layers = description.layers()
+    return (Layer(_copy_seed(description, "fetch"), layers[0].mlp),) + layers[1:]
 
 
 def _selector_mlp(description: Description, m: int) -> MLP:
@@ -91,14 +94,13 @@ def _selector_mlp(description: Description, m: int) -> MLP:
 
     <code(a), code(z_0)> = b_V - 2 hamming(a, z_0), so the pre-activation is 1 on the match and at most -1
     elsewhere. Every term is an integer of magnitude <= b_V, exact in any format that holds b_V."""
-    basis = description.basis
-    d_model = len(basis)
-    slot = basis.group("R0")
+    d_model = description.d_model
+    slot = _span(description, "R0")
     b_V = len(slot)
     W_in = np.zeros((d_model, m))  # [d_model, d_mlp]
     W_in[slot, :] = pm1_codes(np.arange(m), b_V).T
     W_out = np.zeros((m, d_model))  # [d_mlp, d_model]
-    W_out[np.arange(m), basis.group("sel0")] = 1.0
+    W_out[np.arange(m), _span(description, "sel0")] = 1.0
     return MLP(W_in, np.full(m, -(b_V - 1.0)), W_out, np.zeros(d_model))
 
 
@@ -110,22 +112,21 @@ def _table_lookup(description: Description, m: int) -> LinearAttention:
     o = S^T e_{z_0} = code(z_1(z_0)) = code(i_1), exactly; it is written straight into R1, the slot the
     composition's layer 2 reads. The state is d_k x d_v = m x b_V (plus the d_k normaliser the budget counts):
     it grows with m."""
-    basis = description.basis
-    d_model = len(basis)
-    val = basis.group("val")
+    d_model = description.d_model
+    val = _span(description, "val")
     b_V = len(val)
     W_Q = np.zeros((1, d_model, m))  # [H, d_model, d_k]
     W_K = np.zeros((1, d_model, m))
     W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
     W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
-    W_Q[0, basis.group("sel0"), np.arange(m)] = 1.0
-    W_K[0, basis.group("tab1"), np.arange(m)] = 1.0
+    W_Q[0, _span(description, "sel0"), np.arange(m)] = 1.0
+    W_K[0, _span(description, "tab1"), np.arange(m)] = 1.0
     W_V[0, val, np.arange(b_V)] = 1.0
-    W_O[0, np.arange(b_V), basis.group("R1")] = 1.0
+    W_O[0, np.arange(b_V), _span(description, "R1")] = 1.0
     return _linear(W_Q, W_K, W_V, W_O)
 
 
-def _small_table_description(L: int, m: int, n) -> Description:
+def _small_table(L: int, m: int, n) -> tuple[Description, tuple[Layer, ...]]:
     """Layers 0 and 1 linear (copy z_0 into R0 and compute sel0; look up z_1(z_0) into R1), then the composition's
     full-attention layers 2..L."""
     description = describe(L, m, tuple(n), extra=(("sel0", m), ("tab1", m)))
@@ -134,25 +135,28 @@ def _small_table_description(L: int, m: int, n) -> Description:
     description = dataclasses.replace(description, positions=positions)
     linear = (Layer(_copy_seed(description, "R0"), _selector_mlp(description, m)),
               Layer(_table_lookup(description, m)))
-    return dataclasses.replace(description, layers=linear + description.layers[2:])
+    return description, linear + description.layers()[2:]
 
 
-def _network(description: Description, name: str, notes: dict) -> Network:
+def _network(description: Description, layers: tuple[Layer, ...], name: str, notes: dict) -> Network:
     meta = Meta(task=description.task.name, params=description.task.params(), construction=name,
                 claimed_format="fp64", notes={"beta": description.beta, "C": description.C, **notes})
     W_E, W_pos, W_U = materialise(description)
     V = description.task.value_vocab
-    return Network(Embedding(W_E, W_pos), description.layers, Readout(W_U, np.zeros(V), read="last"),
-                   description.basis, meta)
+    return Network(Embedding(W_E, W_pos), layers, Readout(W_U, np.zeros(V), read="last"), description.basis(),
+                   meta)
 
 
 def build(L: int, m: int, n=()) -> Network:
     """One linear layer (the seed copy) and L full-attention layers; readout i_L at the last position."""
-    return _network(_hybrid_description(L, m, n), NAME, {"linear_layers": [0], "full_layers": list(range(1, L + 1))})
+    description = describe(L, m, tuple(n))
+    return _network(description, _hybrid_layers(description), NAME,
+                    {"linear_layers": [0], "full_layers": list(range(1, L + 1))})
 
 
 def build_small_table(L: int, m: int, n=()) -> Network:
     """Two linear layers (seed copy, then a lookup in z_1 held in the state) and L-1 full-attention layers."""
-    return _network(_small_table_description(L, m, n), SMALL_TABLE,
+    description, layers = _small_table(L, m, n)
+    return _network(description, layers, SMALL_TABLE,
                     {"linear_layers": [0, 1], "full_layers": list(range(2, L + 1)),
                      "state_numbers": "m * (b_V + 1) in layer 1 (H = 1, d_k = m, d_v = b_V)"})

@@ -26,8 +26,8 @@ docstring holds the readout argument, cases (a)-(c)).
      j != i has x_j = a_i, query i attends to some match j' != i -- which is all that cases (a)-(c) use: the
      matches i attends to all score the top, and in case (c) one of them is not i.
   3. Values, MLP and readout are two_sum's: cases (a)-(c) give the margin 1/4 in exact arithmetic.
-  `verify.certify_two_sum_sparse` proves step 2 from the weights with rounding-aware arithmetic and hands the rest
-  to the 2-Sum certifier (verify/certify_two_sum.py), which recomputes every margin at the chosen format.
+  The checker's 2-Sum proof (verify/checker/two_sum.py, step 5) proves step 2 from the weights with rounding-aware
+  arithmetic, then recomputes every margin of the readout argument at the chosen format.
 
 Budget: one layer, H = 1, d_head = max(M, b_M + b_n), d_model = M + 3 b_M + 2 b_n + 1 (two_sum's directions
 plus the M one-hot ones): the rich summaries cost M coordinates, above the B·log2 n line for the sizes we

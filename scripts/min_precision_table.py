@@ -1,6 +1,6 @@
 """Minimal precision p* of the composition construction against prompt length: docs/min_precision.md and .png.
 
-    .venv/bin/python scripts/min_precision_table.py   # writes docs/min_precision.md and .png (about 6 minutes)
+    .venv/bin/python scripts/min_precision_table.py   # writes docs/min_precision.md and .png (about 2 minutes)
     .venv/bin/python scripts/min_precision_table.py --workers 2   # the same table from a local dask cluster
 
 The plot needs matplotlib (the `plots` extra).
@@ -8,8 +8,8 @@ The plot needs matplotlib (the `plots` extra).
 For L = 1 the prompt length is n = m + 2, so m = 2^k - 2 gives n = 2^k exactly. For every k, format family
 (float, fixed) and semantics (strict, theory) the script runs `verify.precision.min_precision` with certify as the
 checker: strict up to 2^--strict-max (certify on the materialised network), theory up to 2^--theory-max (the
-parametric certify, which never builds the tables). Each p* is verified by certify, and every split of p* - 1
-bits is not; the .md lists those checks' outcome and a least-squares slope of p* against log2 n per column. A
+parametric certify, which never builds the tables). Each p* is verified by certify, and no split of any fewer
+bits is (the search tries them all); the .md lists those checks' outcome and a least-squares slope of p* against log2 n per column. A
 size at which certify verifies no format is listed as unknown and left out of the fit. Every (size, column) is an
 independent job of a `witness.sweep` (in-process by default, `--workers N` or `--scheduler ADDRESS` for a
 cluster); the table does not depend on where the jobs ran.
@@ -51,7 +51,7 @@ def slope(points: list[tuple[int, int]]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--strict-max", type=int, default=13, help="largest k = log2 n under strict semantics")
+    parser.add_argument("--strict-max", type=int, default=12, help="largest k = log2 n under strict semantics")
     parser.add_argument("--theory-max", type=int, default=64, help="largest k = log2 n under theory semantics")
     parser.add_argument("--out", type=Path, default=Path("docs"), help="folder for min_precision.md and .png")
     where = parser.add_mutually_exclusive_group()
@@ -98,13 +98,16 @@ def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
         "length n is a power of two). p* is the smallest total bit count p at which `verify.certify` proves the "
         "compiled network answers **every** input; the format that reaches it is in parentheses (`float:M,E` = M "
         "mantissa and E exponent bits, `fixed:I,F` = I integer and F fraction bits; p = 1 + M + E or 1 + I + F). "
-        "Strict sizes are certified on the materialised network; theory sizes by the parametric certifier, which "
-        "never builds the tables. In every row, every split of p* - 1 bits that the semantics can run was checked "
-        "too (counts below); `unknown` means certify verified no format of at most 64 bits at that size (certify is "
-        "sound, not complete: it says unknown rather than guess). Strict semantics runs float formats with at "
-        "most 24 mantissa and 9 exponent bits and fixed formats of at most 26 bits (`witness.arith.semantics`), "
-        "so under strict no wider format is tried. See `verify/precision.py` for what the search assumes and "
-        "what it shows.",
+        "Strict sizes are certified on the materialised network; theory sizes from the construction's parametric "
+        "description, which never builds the tables. Every p* is proven by the trusted checker (`verify/checker`, "
+        "docs/certificates.md). The search assumes nothing about more bits helping -- at some sizes they do not "
+        "(the theory column is not monotone in n, because rounding the attention scale beta to the format can "
+        "land on either side of what the size needs) -- so every split of every p below p* that the semantics "
+        "can run was checked too, and none verifies (counts below). certify is sound, not complete, so p* is an "
+        "upper bound on the fewest bits at which the network is correct; `unknown` would mean certify verified no "
+        "format of at most 64 bits at that size. The checker reasons about float formats with at most 24 "
+        "mantissa and 9 exponent bits, fp64, and fixed formats of at most 25 bits. Up to 2^12 tokens under strict "
+        "(the exact strict proof costs about n^2 per layer: 2^12 takes 15 s per format).",
         "",
         f"| n | log2 n | {header} |",
         "|---:|---:|" + "---:|" * len(COLUMNS),
@@ -116,8 +119,9 @@ def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
     for column in COLUMNS:
         family, semantics = column
         fitted = "n/a" if slopes[column] is None else f"{slopes[column]:.3f}"
-        below = [trial.status for k in ks if (k, *column) in table for trial in table[(k, *column)].below]
-        lines.append(f"* {family} {semantics}: slope {fitted}; {len(below)} checks at p* - 1, "
+        below = [trial.status for k in ks if (k, *column) in table for trial in table[(k, *column)].trials
+                 if trial.p < table[(k, *column)].p]
+        lines.append(f"* {family} {semantics}: slope {fitted}; {len(below)} checks below p*, "
                      f"{sum(status == 'verified' for status in below)} verified; search took "
                      f"{seconds[column]:.1f} s (summed over its cells)")
     unknown = [(k, column) for k in ks for column in COLUMNS

@@ -18,7 +18,7 @@ For n = M in SIZES (t = 0, bidirectional) the script
     vocabulary is the token vocabulary, as the shared trainer's architectures have it, so an untrained network
     can answer any token; training teaches it the bits {0, 1};
   - certifies the rich-summary construction `two_sum_sparse` (one summary coordinate per value class;
-    `verify.certify_two_sum_sparse`) at that same format: above the line, and correct on every input.
+    `verify.certify`) at that same format: above the line, and correct on every input.
 
 A failure or a summary-collision pair is a proof that *that* network is wrong (each was re-run by the verifier
 before it was reported); "none found" is a search, not a proof. B·log2 n is the quantity inside Theorem 1.2's
@@ -35,7 +35,6 @@ import witness
 from constructions import two_sum_sparse
 from verify import precision
 from verify.certify import certify
-from verify.certify_two_sum_sparse import certify_two_sum_sparse
 from verify.search import bounds as theorem_bounds
 from verify.search.sparse import search_sparse
 from witness.arith import arithmetic, parse_format
@@ -59,12 +58,12 @@ def line(n: int, block: int | str, k: int | str, network: str, weights: str, fmt
             f"| {budget['Hdp']}{side} | {scale} | {result} |")
 
 
-def certified(network, fmt: str, certifier=certify) -> tuple[dict, str]:
+def certified(network, fmt: str) -> tuple[dict, str]:
     arith = arithmetic(parse_format(fmt), "strict")
-    result = certifier(network, arith)
+    result = certify(network, arith)
     verdict = f"certify: **{result.status.value}**"
     if result.status.value == "verified":
-        verdict += f" for all 2^{result.detail['inputs_log2']:g} inputs"
+        verdict += f" for all 2^{result.detail['inputs_log2']} inputs"
     else:
         verdict += f" ({result.detail.get('reason')})"
     return network.budget(arith.bits).as_dict(), verdict
@@ -129,7 +128,7 @@ def table(sizes: list[int], trained: bool) -> tuple[list[str], list[str]]:
                 if n == sizes[0] and (block, k) == BLOCKS[0] and weights == "random":
                     examples += example(report, n, block, k, BELOW["format"], below, "random")
             rich = two_sum_sparse.build(n, n, 0, block, k)
-            budget, verdict = certified(rich, best.format, certify_two_sum_sparse)
+            budget, verdict = certified(rich, best.format)
             lines.append(line(n, block, k, "`two_sum_sparse` (rich summaries)", "construction", best.format, budget,
                               verdict))
         print(f"n = M = {n}: {time.perf_counter() - started:.1f} s", flush=True)

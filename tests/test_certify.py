@@ -29,8 +29,8 @@ from witness import strategies as ws
 from witness.arith.semantics import arithmetic
 from witness.cli import main
 
-SMALL_FORMATS = ["float:1,3", "float:2,3", "float:3,3", "float:2,4", "float:3,4", "fixed:3,2", "fixed:4,3",
-                 "fixed:5,4"]
+SMALL_FORMATS = ["float:1,3", "float:2,3", "float:3,3", "float:2,4", "float:3,4", "float:1,4", "float:1,5",
+                 "float:2,5", "fixed:2,1", "fixed:3,1", "fixed:4,1", "fixed:3,2", "fixed:4,3", "fixed:5,4", "fixed:6,3"]
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +257,7 @@ def test_dataflow_classifies_the_construction(l2, tmp_path):
 def test_description_matches_the_built_network():
     description = describe(3, 2, (2, 3))
     network = witness.compile("composition", L=3, m=2, n=[2, 3])
-    for built, described in zip(network.layers, description.layers):
+    for built, described in zip(network.layers, description.layers()):
         for name, array in built.mixer.arrays().items():
             assert np.array_equal(array, described.mixer.arrays()[name])
 

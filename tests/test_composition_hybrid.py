@@ -1,5 +1,5 @@
 """The hybrid constructions (one linear + L full layers; two linear + L-1 full layers) and certify's linear-layer
-reasoning (verify.linear).
+reasoning (the linear step of verify/checker/composition.py).
 
 References: tests/reference_tasks.py (a literal re-reading of SPEC §1, independent of witness's task code) for the
 answers, and exhaustive enumeration for "every input": certify saying verified where exhaustive finds a failure

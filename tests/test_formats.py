@@ -208,8 +208,8 @@ def test_exp_fallback_runs_on_hard_cases(monkeypatch):
     import witness.arith.semantics as semantics
 
     calls = []
-    original = semantics.exp_rounded
-    monkeypatch.setattr(semantics, "exp_rounded", lambda x, fmt: calls.append(x) or original(x, fmt))
+    original = semantics._exp_enclosed
+    monkeypatch.setattr(semantics, "_exp_enclosed", lambda x, fmt: calls.append(x) or original(x, fmt))
     hard = hard_exp_arguments(FP32, 1_000_000, np.random.default_rng(3))
     ctx = mpfr_context(FP32)
     assert np.array_equal(arithmetic(FP32).exp(hard), [float(ctx.exp(gmpy2.mpfr(v, 53))) for v in hard])

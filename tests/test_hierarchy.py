@@ -57,9 +57,13 @@ def test_report_covers_every_level_and_writes_its_files(report):
     assert json.loads((out / "report.json").read_text()) == payload
     assert {row["status"] for row in payload["rows"]} <= STATUSES
     levels = [L for L, _, _ in load_config(quick=True).levels]
-    certified = sorted(row["L"] for row in payload["rows"]
-                       if row.get("construction") == "composition" and row["status"] == "certified")
+    certified = sorted(row["L"] for row in payload["rows"] if row["stage"] == "construction"
+                       and row.get("construction") == "composition" and row["status"] == "certified")
     assert certified == levels  # the (L+1)-layer construction is certified at every configured depth
+    separated = [row for row in payload["rows"] if row["stage"] == "separation"]
+    assert [row["L"] for row in separated] == list(load_config(quick=True).separation) == [1]
+    assert all(row["covered"] and row["status"] == "certified" for row in separated)
+    assert "**yes**: the separation" in (out / "report.md").read_text()
     probed = {(row["L"], row["architecture"]) for row in payload["rows"] if row["stage"] == "probe"}
     assert {L for L, _ in probed if L is not None} == set(levels)
     text = (out / "report.md").read_text()
@@ -79,7 +83,8 @@ def test_every_certified_row_is_rechecked_from_its_certificate(report):
         certificate = checker.load_certificate(out / row["certificate"])
         assert certificate["claim"]["format"] == row["format"]
         assert certificate["claim"]["semantics"] == row["semantics"]
-        assert checker.check_files(out / row["certificate"], out / row["network"])["confirmed"]
+        network = None if row["network"] is None else out / row["network"]
+        assert checker.check_files(out / row["certificate"], network)["confirmed"]
 
 
 def test_a_certificate_for_another_network_is_rejected(report):

@@ -3,6 +3,10 @@ by a Hypothesis search that shrinks a failure to a minimal failing input.
 
 Only `exhaustive` can return VERIFIED; a sample or a search that finds no failure is UNKNOWN, with the count checked.
 An input on which a fixed-point run overflows is a failure: the network does not answer it in that format.
+
+Under `theory` semantics the executor stands in float64 for the exact arithmetic inside each block, so a verdict
+from running is about those runs: every such Result says so in `detail["rests_on"]` (a proof under exact
+arithmetic inside the block comes from `verify.certify`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ from witness.ir import Network
 BATCH_ELEMENTS = 1 << 22
 #: Inputs a Hypothesis search generates unless told otherwise.
 DEFAULT_MAX_EXAMPLES = 200
+#: What a run-based verdict under `theory` rests on.
+THEORY_RUNS = ("float64 inside each block in place of the exact arithmetic theory semantics means: a verdict about "
+               "these runs, not a proof (verify.certify proves under exact arithmetic)")
+
+
+def rests_on(arith: Arithmetic, detail: dict) -> dict:
+    return {**detail, "rests_on": THEORY_RUNS} if arith.semantics == "theory" else detail
 
 
 def _task(network: Network):
@@ -97,7 +108,7 @@ def check_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
         status = Status.FALSIFIED
     else:
         status = Status.VERIFIED if complete else Status.UNKNOWN
-    return Result(status, method, arith.describe(), checked, failures, counterexample, detail)
+    return Result(status, method, arith.describe(), checked, failures, counterexample, rests_on(arith, detail))
 
 
 def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) -> Counterexample:
@@ -169,7 +180,7 @@ def hypothesis_search(network: Network, arith: Arithmetic = FLOAT64, max_example
 
     search = settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
                       phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
-    detail = {"seed": seed, "max_examples": max_examples}
+    detail = rests_on(arith, {"seed": seed, "max_examples": max_examples})
     try:
         minimal = find(_one_input(task), fails, settings=search, random=random.Random(seed))
     except NoSuchExample:

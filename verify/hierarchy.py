@@ -16,7 +16,10 @@ For every depth L of the configuration:
    probe that finds nothing has searched, not proved; a failure shows that *this* network fails, not that every
    network of the architecture does.
 4. **bounds** -- the theorems' thresholds at each row's budget and prompt length (`verify.search.bounds`): they say
-   whether the lower bounds cover these sizes at all (at the sizes a laptop reaches, they do not).
+   whether the lower bounds cover these sizes at all (at the sizes a laptop runs, they do not).
+5. **separation** -- per depth in `separation` {L: [...]}, `verify.separation`: the smallest size at which the
+   (L+1)-layer construction, certified at its p* by the parametric proof, has a budget Theorem 1.1 covers; a row
+   with `covered: yes` whose certificate needs no network file.
 
 Stages 1-3 are jobs of a `witness.sweep` (in-process, a local cluster, or an existing scheduler); a job writes its
 network and certificate under the output folder itself, so with `--scheduler` that folder must be on a file system
@@ -26,7 +29,7 @@ the workers share. A construction that is not installed (its entry point missing
 The configuration is JSON: `hierarchy.json` next to this module is the embedded default; its `quick` section
 overrides whole sections for `--quick`. Fields: `levels` {L: {m, n}}; `certify` {family, semantics,
 fallback_format}; `precision_sweep` {family, log2_m: {semantics: [j, ...]}}; `probes` {runs: [{weights, seed}],
-mixer, linear_per_gap, effort}; `two_sum` {n, M, t, block, k, runs, effort}. `effort` holds the search
+mixer, linear_per_gap, effort}; `two_sum` {n, M, t, block, k, runs, effort}; `separation` {L: [...]} (optional). `effort` holds the search
 function's own keyword settings (samples, hypothesis_examples, train_seconds, ...), passed through unchanged.
 """
 
@@ -41,7 +44,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from verify import hierarchy_report, precision
+from verify import hierarchy_report, precision, separation
 from verify.certify import certify
 from verify.hierarchy_report import CERTIFIED, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN
 from verify.result import Status
@@ -88,6 +91,7 @@ class Config:
     linear_per_gap: int
     effort: dict[str, Any]
     two_sum: dict[str, Any]
+    separation: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for L, m, n in self.levels:
@@ -140,7 +144,8 @@ def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
             runs=_runs(probes["runs"]),
             mixer=str(probes["mixer"]), linear_per_gap=int(probes["linear_per_gap"]), effort=dict(probes["effort"]),
             two_sum={**{key: two_sum[key] for key in ("n", "M", "t", "block", "k", "effort")},
-                     "runs": _runs(two_sum["runs"])})
+                     "runs": _runs(two_sum["runs"])},
+            separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, WitnessError):
             raise
@@ -234,7 +239,31 @@ def probe_job(job: dict[str, Any]) -> dict[str, Any]:
             "evidence": f"none found in {inputs} inputs{trained} (a search, not a proof)"}
 
 
-JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job}
+def separation_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The separation at depth L (verify.separation), written under DIR/separation/L{L}/; a certified row."""
+    L, out = job["L"], Path(job["out"])
+    found = separation.separation(L)
+    folder = f"separation/L{L}"
+    separation.write(found, out / folder)
+    budget = {key: found[key] for key in ("H", "d_head", "d_model", "d", "p", "Hdp")} | {"state_bits": 0}
+    theorem = found["theorem"]
+    return {"stage": "separation", "L": L, "task": "composition", "name": f"L{L}_separation",
+            "construction": "composition", "architecture": f"{L + 1} full attention layers (construction, at "
+                                                           f"log2 n = {found['prompt_length_log2']})",
+            "params": found["params"], "semantics": found["semantics"], "format": found["format"],
+            "network": None, "certificate": f"{folder}/certificate.json", "report": f"{folder}/separation.md",
+            "budget": budget, "status": CERTIFIED, "covered": found["covered"],
+            "prompt_length": found["prompt_length"], "prompt_length_log2": found["prompt_length_log2"],
+            "largest_covered_Hdp": {"theorem_1_1": theorem["largest_Hdp"], "cpw": found["cpw"]["largest_Hdp"]},
+            "cpw_covered": found["cpw"]["covered"],
+            "evidence": f"every input (2^{found['inputs_log2']} inputs) at p* = {found['p']}, the smallest covered "
+                        f"size of the family ({found['family']}, k = {found['k']}); Hdp = {found['Hdp']} <= "
+                        f"{theorem['largest_Hdp']} = floor(n^(2^-{4 * L + 2})): Theorem 1.1 covers this budget "
+                        f"(`{folder}/separation.md`)"}
+
+
+JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job,
+        "separation": separation_job}
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -270,6 +299,7 @@ def first_jobs(config: Config, out: Path) -> list[dict[str, Any]]:
         for L, _, _ in config.levels:
             jobs += [{"kind": "precision", "L": L, "m": 2**j, "family": config.sweep_family, "semantics": semantics}
                      for j in log2_ms]
+    jobs += [{"kind": "separation", "L": L, "out": str(out)} for L in config.separation]
     return jobs
 
 
@@ -307,6 +337,13 @@ def bounds_rows(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, An
     """Stage 4: per configured depth and for 2-Sum, whether the theorems cover the budget the constructions use."""
     out = []
     for row in rows:
+        if row["stage"] == "separation":
+            out.append({"stage": "bounds", "L": row["L"], "task": "composition", "Hdp": row["budget"]["Hdp"],
+                        "n": row["prompt_length"],
+                        "applies": {"theorem_1_1.applies": row["covered"], "cpw.applies": row["cpw_covered"]},
+                        "thresholds": {"theorem_1_1.min_n": "≤ this n", "cpw.min_n": "≤ this n"},
+                        "separation": row["report"]})
+            continue
         if row["stage"] != "construction" or row["construction"] not in ("composition", "two_sum") \
                 or "budget" not in row:
             continue
@@ -323,7 +360,7 @@ def bounds_rows(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, An
 
 
 # -- the command -------------------------------------------------------------------------------------------------
-STAGES = ("constructions and p* sweep", "probes", "bounds", "report")
+STAGES = ("constructions, p* sweep and separation", "probes", "bounds", "report")
 
 
 def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), progress: bool = True) -> dict[str, Any]:
@@ -347,7 +384,7 @@ def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), progre
         constructions = {row["name"]: row for row in first if row["stage"] == "construction"}
         probes = stage(STAGES[1], lambda: sweep(run_job, probe_jobs(config, out, constructions), engine,
                                                 progress=label))
-        rows = [row for row in first if row["stage"] == "construction"] + probes
+        rows = [row for row in first if row["stage"] in ("construction", "separation")] + probes
         limits = stage(STAGES[2], lambda: bounds_rows(config, rows))
         report = {"config": config_dict(config), "engine": engine.describe(), "rows": rows,
                   "precision": [row for row in first if row["stage"] == "precision"], "bounds": limits,
@@ -365,4 +402,5 @@ def config_dict(config: Config) -> dict[str, Any]:
                                 "log2_m": {sem: list(js) for sem, js in config.sweep_log2_m}},
             "probes": {"runs": [{"weights": w, "seed": s} for w, s in config.runs], "mixer": config.mixer,
                        "linear_per_gap": config.linear_per_gap, "effort": config.effort},
-            "two_sum": {**config.two_sum, "runs": [{"weights": w, "seed": s} for w, s in config.two_sum["runs"]]}}
+            "two_sum": {**config.two_sum, "runs": [{"weights": w, "seed": s} for w, s in config.two_sum["runs"]]},
+            "separation": {"L": list(config.separation)}}

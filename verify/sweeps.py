@@ -55,4 +55,5 @@ def exhaustive(network: Network, arith: Arithmetic, engine: Engine = Engine(), c
             detail["stopped_by_overflow"] = part.detail["stopped_by_overflow"]
             break
     status = Status.FALSIFIED if failures else Status.VERIFIED
-    return Result(status, "exhaustive", arith.describe(), checked, failures, counterexample, detail)
+    return Result(status, "exhaustive", arith.describe(), checked, failures, counterexample,
+                  check.rests_on(arith, detail))

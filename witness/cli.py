@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from verify import check, checker, precision
+from verify import check, checker, precision, separation
 from verify.certify import Construction, certify
 from verify.dataflow import draw as draw_dataflow
 from verify.result import Status
@@ -199,12 +201,30 @@ def write_overview_plot(network, path: str, tokens_text: str | None) -> None:
 
 
 # -- bounds -------------------------------------------------------------------------------------------------
+def big_int(text: str) -> int:
+    """An integer written in decimal or as 2^k, 2^k - c or 2^k + c (sizes at the theorems' scale)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:\^\s*(\d+))?\s*(?:([+-])\s*(\d+))?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected an integer such as 1024, 2^1000 or 2^963-2, got {text!r}")
+    base, exponent, sign, offset = match.groups()
+    if exponent is not None and int(exponent) > 10**6:
+        raise argparse.ArgumentTypeError(f"{text!r}: an exponent above 10^6 is beyond anything witness can certify")
+    value = int(base) ** int(exponent) if exponent is not None else int(base)
+    return value + (0 if sign is None else int(offset) * (1 if sign == "+" else -1))
+
+
 def cmd_bounds(args: argparse.Namespace, extra: list[str]) -> None:
+    if args.construction is not None:
+        return bounds_of_construction(args)
+    if args.m is not None:
+        raise CliError("--m goes with --construction composition")
+    if len(args.n) > 1:
+        raise CliError("--n takes the prompt length (one value); with --construction, the query ranges")
     shape = None if args.shape is None else theorem_bounds.HeadShape(*args.shape)
     if args.Hdp is None and shape is None:
-        raise CliError("give --Hdp or --shape H d p")
+        raise CliError("give --Hdp or --shape H d p (or --construction composition --L --m --n --format)")
     Hdp = shape.Hdp if args.Hdp is None else args.Hdp
-    n, network_Hdp = args.n, None
+    n, network_Hdp = (args.n[0] if args.n else None), None
     if args.format is not None and args.network is None:
         raise CliError("--format sets the p of --network's budget and needs --network")
     if args.network is not None:  # a solving network: its prompt length and its budget, as `inspect` reports it
@@ -217,7 +237,30 @@ def cmd_bounds(args: argparse.Namespace, extra: list[str]) -> None:
             raise CliError(f"--n {n} differs from the network's prompt length {task.prompt_length}")
         n, network_Hdp = task.prompt_length, network.budget(format_from_args(args, network).bits).Hdp
     report = theorem_bounds.bounds(args.L, Hdp, n, B=args.B, shape=shape, network_Hdp=network_Hdp)
-    _emit(args, report.as_dict(), report.text())
+    _emit(args, report.as_dict(), report.text() + f"\n  (applies: evaluated for Hdp = {Hdp})")
+
+
+def bounds_of_construction(args: argparse.Namespace) -> None:
+    """The construction's budget at FMT from its parametric description (no file, any size) and whether the
+    theorems cover it at its own prompt length, in exact integers."""
+    if args.construction != "composition":
+        raise CliError("--construction takes composition (the one with a parametric description)")
+    if args.m is None or args.format is None or args.Hdp is not None or args.shape is not None or args.network:
+        raise CliError("bounds --construction composition takes --L L --m M [--n N_1 .. N_{L-1}] --format FMT")
+    target = Construction(args.L, args.m, tuple(args.n))
+    fmt = parse_format(args.format)
+    budget = separation.budget(target, fmt.bits)
+    n = target.task.prompt_length
+    cover = separation.covering(args.L, n, budget["Hdp"])
+    payload = {"construction": "composition", "params": {"L": args.L, "m": str(args.m), "n": [str(v) for v in args.n]},
+               "format": fmt.name, "prompt_length_log2": separation.confirmed_log2(n), **budget,
+               "theorems": {name: {**entry, "largest_Hdp": str(entry["largest_Hdp"])} for name, entry in cover.items()}}
+    lines = [f"composition construction L = {args.L}: log2 n = {payload['prompt_length_log2']}; at {fmt.name}: "
+             f"{budget_text(budget)}"]
+    for name, entry in cover.items():
+        lines.append(f"  {name:<12} {entry['condition']}: largest covered Hdp {entry['largest_Hdp']}; "
+                     f"this Hdp {budget['Hdp']}: {'covered' if entry['covered'] else 'not covered'}")
+    _emit(args, payload, "\n".join(lines))
 
 
 # -- verify, min-precision ---------------------------------------------------------------------------------
@@ -240,6 +283,8 @@ def result_text(result) -> str:
         example = result.counterexample
         lines.append(f"counterexample: tokens {','.join(map(str, example.tokens))}; expected {example.expected}, "
                      f"got {example.output}")
+    if "rests_on" in result.detail:
+        lines.append(f"rests on: {result.detail['rests_on']}")
     return "\n".join(lines)
 
 
@@ -419,6 +464,24 @@ def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> None:
     _emit(args, report.as_dict(), search_text(report))
 
 
+# -- separation ---------------------------------------------------------------------------------------------
+def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
+    def progress(message: str) -> None:
+        print(f"witness separation: {message}", file=sys.stderr, flush=True)
+
+    summary = separation.separation(args.L, progress=progress)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out}: exists and is not a folder")
+    separation.write(summary, out)
+    brief = {key: value for key, value in summary.items() if key not in ("certificate", "trials_at_k")}
+    brief["certificate"] = str(out / "certificate.json")
+    _emit(args, brief, f"L = {args.L}: k = {summary['k']} (log2 n = {summary['prompt_length_log2']}), certified at "
+                       f"p* = {summary['p']} ({summary['format']}, {summary['semantics']}); Hdp = {summary['Hdp']} <= "
+                       f"{summary['theorem']['largest_Hdp']} = floor(n^(2^-{4 * args.L + 2})): covered\n"
+                       f"wrote {out}/certificate.json, separation.json, separation.md")
+
+
 # -- hierarchy ----------------------------------------------------------------------------------------------
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """Where a sweep's jobs run (witness.sweep): in-process unless told otherwise."""
@@ -478,7 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--L", type=int, required=True, help="composition depth")
     cmd.add_argument("--Hdp", type=int, help="heads x head dimension x bits")
     cmd.add_argument("--shape", type=int, nargs=3, metavar=("H", "d", "p"), help="the budget's factors")
-    cmd.add_argument("--n", type=int, help="prompt length: adds the bounds at this n and the 2-Sum scales")
+    cmd.add_argument("--n", type=big_int, nargs="*", default=[],
+                     help="prompt length: adds the bounds at this n and the 2-Sum scales; with --construction, the "
+                          "query ranges n_1 .. n_{L-1}")
+    cmd.add_argument("--construction", help="composition: the budget of the construction for --L --m --n at "
+                                            "--format, from its description (no file), and the theorems at its n")
+    cmd.add_argument("--m", type=big_int, help="seed range, with --construction (2^k and 2^k-2 allowed)")
     cmd.add_argument("--B", type=int, help="block size of (B,k)-sparse attention (with --n)")
     cmd.add_argument("--network", help="a composition network file: sets n, and reports its Hdp beside the bounds")
     add_format_option(cmd)  # the p of the network's Hdp
@@ -524,6 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
                   "re-check a certificate independently against the network it names")
     cmd.add_argument("certificate")
     cmd.add_argument("file", nargs="?", help="the network file (not needed for a parametric certificate)")
+
+    cmd = command("separation", cmd_separation, "the smallest size at which the (L+1)-layer construction, certified "
+                                                "at its p*, has a budget Theorem 1.1 covers; certificate and report")
+    cmd.add_argument("--L", type=int, required=True, help="composition depth (1 and 2 fit a laptop)")
+    cmd.add_argument("--out", required=True, metavar="DIR", help="folder for certificate.json, separation.json and "
+                                                                "separation.md")
 
     cmd = command("hierarchy", cmd_hierarchy, "certify the constructions, probe weaker architectures within their "
                                               "budget, and write the report (Markdown, JSON, plots)")

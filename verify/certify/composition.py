@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from constructions.composition import Description, build, describe
 from verify import checker
 from verify.certify.networks import certify_network, prove, unknown
@@ -56,15 +54,8 @@ def certify_construction(target: Construction, arithmetic):
 
 
 def description_json(description: Description) -> dict:
-    """A `Description` in the checker's language (verify/checker/parametric.py says what each field means)."""
-    layers = []
-    for layer in description.layers:
-        attention, mlp = layer.mixer, layer.mlp
-        entry = {name: matrix_runs(getattr(attention, name)[0]) for name in ("W_Q", "W_K", "W_V", "W_O")}
-        entry.update({name: vector_runs(getattr(attention, name)[0]) for name in ("b_Q", "b_K", "b_V")})
-        entry.update({"b_O": vector_runs(attention.b_O), "W_in": matrix_runs(mlp.W_in), "b_in": vector_runs(mlp.b_in),
-                      "W_out": matrix_runs(mlp.W_out), "b_out": vector_runs(mlp.b_out), "d_mlp": int(mlp.d_mlp)})
-        layers.append(entry)
+    """A `Description` in the checker's language (verify/checker/parametric.py says what each field means): its
+    runs and rules as they are, and only the groups a rule or the readout names."""
 
     def rule(r) -> dict:
         if r.source == "constant":
@@ -75,37 +66,11 @@ def description_json(description: Description) -> dict:
     def rules(classes):
         return [{"class": c.name, "rules": [rule(r) for r in c.rules]} for c in classes]
 
+    layers = [{**{name: [list(run) for run in array.runs] for name, array in arrays.items()},
+               "d_mlp": arrays["W_in"].shape[1]} for arrays in description.weights]
     named = {r.group for c in description.positions + description.tokens for r in c.rules} | {
         description.readout_group}
-    return {"d_model": len(description.basis), "d_head": int(description.layers[0].mixer.d_head),
-            "groups": {name: span for name, span in groups(description.basis.labels).items() if name in named},
+    return {"d_model": description.d_model, "d_head": description.d_head,
+            "groups": {name: list(span) for name, span in description.groups.items() if name in named},
             "positions": rules(description.positions), "tokens": rules(description.tokens), "layers": layers,
             "readout": {"group": description.readout_group}}
-
-
-def groups(labels: tuple[str, ...]) -> dict[str, list[int]]:
-    """Basis labels `name[k]` (or a scalar `name`) -> {name: [first direction, width]}."""
-    out: dict[str, list[int]] = {}
-    for index, label in enumerate(labels):
-        name = label.split("[")[0] if label.endswith("]") else label
-        out.setdefault(name, [index, 0])[1] += 1
-    return out
-
-
-def matrix_runs(matrix: np.ndarray) -> list[list]:
-    """The nonzeros of a 2-D array as diagonal runs [row, column, length, value]."""
-    rows, cols = np.nonzero(matrix)
-    order = np.lexsort((rows, cols - rows))
-    runs: list[list] = []
-    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
-        value = float(matrix[r, c])
-        last = runs[-1] if runs else None
-        if last and last[0] + last[2] == r and last[1] + last[2] == c and last[3] == value:
-            last[2] += 1
-        else:
-            runs.append([r, c, 1, value])
-    return runs
-
-
-def vector_runs(vector: np.ndarray) -> list[list]:
-    return [[c, length, value] for _, c, length, value in matrix_runs(np.asarray(vector)[None, :])]

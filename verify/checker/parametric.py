@@ -260,7 +260,6 @@ def prove(raw: dict, task: Composition, fmt: Format) -> dict:
         written[layer["W_out"].cols] = True
         written[layer["b_out"].cols] = True
         writes.append(written)
-    record = {"ranges": {"largest_residual_entry_after_layer": _ranges(d, fmt)}}
     state = dict(d.directions(d.positions["w"]))
     for direction, entry in d.directions(d.tokens["query"]).items():
         require(direction not in state, "the query token and the read position write one direction")
@@ -268,12 +267,13 @@ def prove(raw: dict, task: Composition, fmt: Format) -> dict:
     for direction, entry in state.items():
         if entry[0] == "const":
             require(fmt.round(entry[1]) == entry[1], "the read position's embedding is not exact in the format")
-    record["layers"] = []
+    layers = []
     for l in range(task.L + 1):
         entry, state = _layer(d, fmt, l, state, writes)
-        record["layers"].append(entry)
-    record["readout"] = _readout(d, state)
-    return record
+        layers.append(entry)
+    readout = _readout(d, state)
+    return {"ranges": {"largest_residual_entry_after_layer": _ranges(d, fmt)}, "layers": layers,
+            "readout": readout}
 
 
 def _ranges(d: Description, fmt: Format) -> list[float]:
@@ -404,8 +404,8 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
             require(remaining == 0, f"{p}: the keys of {c['segment'].name} outnumber their address patterns")
             mass *= _mpfr(exp_upper(c["top"] - target["top"]))
             total += mass
-            per_class.append({"class": c["segment"].name, "keys": str(count), "paired_bits": bits,
-                              "multiplicity": str(multiplicity), "score_below_target": _num(target["top"] - c["top"]),
+            per_class.append({"class": c["segment"].name, "keys": _integer(count), "paired_bits": bits,
+                              "multiplicity": _integer(multiplicity), "score_below_target": _num(target["top"] - c["top"]),
                               "mass_at_most": _text(mass)})
     with gmpy2.context(precision=PRECISION, round=gmpy2.RoundDown):
         pi = gmpy2.mpfr(1) / (1 + total)
@@ -465,9 +465,11 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
     for direction in np.flatnonzero(writes[l]).tolist():
         require(state.get(direction, ("const", Fraction(0))) == ("const", Fraction(0)),
                 f"layer {l} writes a direction that is not empty before it at the read position")
+
     # per attention-written direction: its stored interval when the fetched bit is set (code +1) and clear (-1)
     boxes = {1: Zeros(), -1: Zeros()}
     bit_of = {}
+    stored: dict[tuple, dict] = {}  # (w_value, V, w_out) -> the two stored intervals, shared by like directions
     for direction, entries in layer["W_O"].column_of().items():
         require(len(entries) == 1, f"{p}.attn: output direction {direction} mixes several head coordinates")
         (c, w_out), = entries
@@ -480,18 +482,26 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
         # V: the largest value another position's token can put here (tokens write nothing else into `source`)
         V = max((abs(Fraction(w_value)) * (abs(e[source][1]) if e[source][0] == "const" else 1)
                  for e in token_entries if source in e), default=Fraction(0))
+        key = (w_value, V, w_out)
+        if key not in stored:
+            stored[key] = {}
+            for sign in (1, -1):
+                v = Fraction(w_value) * sign
+                ends = sorted((min(v, pi * v - (1 - pi) * V) * Fraction(w_out), max(v, pi * v + (1 - pi) * V)
+                               * Fraction(w_out)))
+                # the head output is stored; b_O = 0 and the empty residual add an exact zero, stored again
+                stored[key][sign] = tuple(fmt.round(e, f"{p} head output") for e in ends)
         for sign in (1, -1):
-            v = Fraction(w_value) * sign
-            ends = sorted((min(v, pi * v - (1 - pi) * V) * Fraction(w_out), max(v, pi * v + (1 - pi) * V)
-                           * Fraction(w_out)))
-            # the head output is stored; b_O = 0 and the empty residual add an exact zero, stored again
-            boxes[sign][direction] = tuple(fmt.round(e, f"{p} head output") for e in ends)
+            boxes[sign][direction] = stored[key][sign]
     mlp = MLP(fmt, False, *_mlp_columns(layer), f"{p}.mlp")
-    new_state = {k: v for k, v in state.items() if not writes[l][k]}
+    written_here = set(np.flatnonzero(writes[l]).tolist())
+    new_state = {k: v for k, v in state.items() if k not in written_here}
     written = {}
-    for direction in np.flatnonzero(writes[l]).tolist():
-        feeding = sorted(set(mlp.inputs(direction)) | ({direction} & set(bit_of)))
-        require(set(mlp.inputs(direction)) <= set(bit_of), f"{p}.mlp reads directions its attention does not write")
+    fetched = set(bit_of)
+    for direction in sorted(written_here):
+        inputs = set(mlp.inputs(direction))
+        require(inputs <= fetched, f"{p}.mlp reads directions its attention does not write")
+        feeding = sorted(inputs | ({direction} & fetched))
         require(len(feeding) <= 1, f"{p}.mlp: direction {direction} depends on several fetched coordinates")
         outcome = {sign: mlp.output(direction, boxes[sign].lows(), boxes[sign].highs()) for sign in (1, -1)}
         if outcome[1] == outcome[-1]:
@@ -557,6 +567,12 @@ def _readout(d: Description, state: dict) -> dict:
 def _num(x) -> float | str:
     x = Fraction(x)
     return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
+
+
+def _integer(x: int) -> str:
+    """An exact integer as text: decimal up to 3,000 digits, hexadecimal beyond (Python's decimal conversion of
+    longer integers is quadratic and refused by default)."""
+    return str(x) if x.bit_length() <= 9960 else hex(x)
 
 
 def _text(x) -> str:

@@ -165,13 +165,6 @@ def exp_to_grid(x: float, fmt: Fixed) -> float:
         precision *= 2
 
 
-def exp_rounded(x: float, fmt: Float | Fixed) -> float:
-    """exp(x) correctly rounded to `fmt` (fixed: to the grid, with no range check), as a float."""
-    if isinstance(fmt, Fixed):
-        return exp_to_grid(x, fmt)
-    return float(float_context(fmt).exp(gmpy2.mpfr(x, 53)))
-
-
 def scalars_for(fmt: Format) -> FloatScalars | FixedScalars:
     if isinstance(fmt, Float):
         return FloatScalars(fmt)
@@ -418,5 +411,5 @@ def _nested(array: np.ndarray, convert):
     return [_nested(part, convert) for part in array]
 
 
-__all__ = ["reference_run", "ReferenceOutputs", "float_context", "exp_rounded", "exp_to_grid", "scalars_for",
+__all__ = ["reference_run", "ReferenceOutputs", "float_context", "exp_to_grid", "scalars_for",
            "FloatScalars", "FixedScalars"]

@@ -14,7 +14,8 @@
   exp: float64 `np.exp` (long double for fp64) gives a candidate whose error is far below the assumed bound
   `EXP_RELATIVE_ERROR`; where both ends of the candidate's error interval round to the same format value, that
   value is the correctly rounded exp (rounding is monotone); the few entries near a rounding boundary are
-  recomputed with MPFR (`witness.arith.mpfr.exp_rounded`).
+  enclosed by MPFR with directed rounding at a precision doubled until both ends round alike (`_exp_enclosed`;
+  the MPFR reference `witness.arith.mpfr`, which the tests compare against, computes its exp its own way).
 * `theory` -- CPW's model: every vector leaving a block (`store`: the embedding, each head's output, each block's
   output, the residual stream after each block) is rounded to the format; weights are rounded once. Inside a
   block the model is *exact*; here that is approximated by plain float64 (numpy's own summation order), which is
@@ -37,7 +38,10 @@ import numpy as np
 
 from witness.arith import Arithmetic
 from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, parse_format
-from witness.arith.mpfr import exp_rounded
+from fractions import Fraction
+
+import gmpy2
+
 from witness.errors import ParameterError
 from witness.ir import Network
 
@@ -211,8 +215,39 @@ def _exp_nearest(x: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
     undecided = (low != high) & ~np.isnan(x)
     if undecided.any():
         arguments, where = np.unique(x[undecided], return_inverse=True)
-        result[undecided] = np.array([exp_rounded(float(v), fmt) for v in arguments])[where.reshape(-1)]
+        result[undecided] = np.array([_exp_enclosed(float(v), fmt) for v in arguments])[where.reshape(-1)]
     return result
+
+
+def _exp_enclosed(x: float, fmt: Float | Fixed) -> float:
+    """exp(x) correctly rounded to `fmt`: MPFR encloses it between a rounded-down and a rounded-up value; once both
+    round (exactly, as rationals) to the same format value, so does exp(x) (Ziv; exp(x) is irrational for x != 0,
+    so doubling the precision ends the loop)."""
+    if x == 0:
+        return 1.0
+    precision = 64
+    while True:
+        ends = []
+        for direction in (gmpy2.RoundDown, gmpy2.RoundUp):
+            with gmpy2.context(precision=precision, round=direction):
+                ends.append(_round_rational(Fraction(*gmpy2.exp(gmpy2.mpfr(x)).as_integer_ratio()), fmt))
+        if ends[0] == ends[1]:
+            return ends[0]
+        precision *= 2
+
+
+def _round_rational(q: Fraction, fmt: Float | Fixed) -> float:
+    """A positive rational rounded to nearest (ties to even) on the format's grid; inf above a float format's
+    range (a fixed format's range is checked by the caller)."""
+    if isinstance(fmt, Fixed):
+        quantum = Fraction(1, 2 ** fmt.fraction)
+    else:
+        exponent = q.numerator.bit_length() - q.denominator.bit_length()
+        if q < Fraction(2) ** exponent:
+            exponent -= 1
+        quantum = Fraction(2) ** (max(exponent, fmt.emin) - fmt.mantissa)
+    value = round(q / quantum) * quantum
+    return float("inf") if isinstance(fmt, Float) and value > fmt.max_finite else float(value)
 
 
 def _nearest(values: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
