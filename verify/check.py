@@ -39,7 +39,8 @@ def rests_on(arith: Arithmetic, detail: dict) -> dict:
     return {**detail, "rests_on": THEORY_RUNS} if arith.semantics == "theory" else detail
 
 
-def _task(network: Network):
+def task_of(network: Network):
+    """The task the network names; a ParameterError when it names none (nothing to check it against)."""
     task = network.task
     if task is None:
         raise ParameterError("the network names no task, so there is nothing to check it against")
@@ -52,7 +53,7 @@ def batch_size(network: Network) -> int:
 
 def wrong_rows(network: Network, batch: np.ndarray, arith: Arithmetic) -> np.ndarray:
     """Which inputs of `batch` the network answers wrongly (a tie counts as wrong); raises OverflowInFormat."""
-    expected = _task(network).answers(batch).reshape(batch.shape[0], -1)
+    expected = task_of(network).answers(batch).reshape(batch.shape[0], -1)
     predicted = run(network, batch, arith).predictions
     return ~(predicted == expected).all(axis=1)
 
@@ -116,7 +117,7 @@ def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) 
 
     When the run overflows, the output is the overflow message and there is no trace.
     """
-    task = _task(network)
+    task = task_of(network)
     tokens = [int(t) for t in tokens]
     expected = task.answers(tokens).reshape(1, -1)[0].tolist()
     if network.readout.read == "last":
@@ -135,7 +136,7 @@ def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) 
 
 def sampled(network: Network, count: int, seed: int, arith: Arithmetic = FLOAT64) -> Result:
     """`count` seeded random inputs. UNKNOWN when none fails: a sample is not a proof."""
-    task = _task(network)
+    task = task_of(network)
     size = batch_size(network)
     rng = np.random.default_rng(seed)
     batches = (task.random_tokens(rng, min(size, count - start)) for start in range(0, count, size))
@@ -144,7 +145,7 @@ def sampled(network: Network, count: int, seed: int, arith: Arithmetic = FLOAT64
 
 def exhaustive(network: Network, arith: Arithmetic = FLOAT64, limit: int = 10**7) -> Result:
     """Every input of the network's task family (refused above `limit` inputs)."""
-    task = _task(network)
+    task = task_of(network)
     batches = task.enumerate_tokens(batch_size(network), limit)
     return check_batches(network, batches, arith, "exhaustive", complete=True, total=task.count())
 
@@ -162,7 +163,7 @@ def hypothesis_search(network: Network, arith: Arithmetic = FLOAT64, max_example
     FALSIFIED with that minimal input as the counterexample, or UNKNOWN (never VERIFIED) after `max_examples`
     generated inputs. `checked` counts every input run, shrinking steps included; the same seed gives the same run.
     """
-    task = _task(network)
+    task = task_of(network)
     max_examples = int(max_examples)
     if max_examples < 1:
         raise ParameterError(f"max_examples must be at least 1, got {max_examples}")

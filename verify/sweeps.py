@@ -37,7 +37,7 @@ def exhaustive(network: Network, arith: Arithmetic, engine: Engine = Engine(), c
     `verify.check.exhaustive(network, arith, limit)` (plus `detail["chunks"]`)."""
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ParameterError(f"chunks must be a positive integer, got {chunks!r}")
-    task = check._task(network)
+    task = check.task_of(network)
     count = task.count()
     next(iter(task.enumerate_tokens(1, limit)))  # refuses a family over the limit, with the task's own message
     size = min(check.batch_size(network), -(-count // chunks))  # small enough that every chunk gets a batch

@@ -332,7 +332,10 @@ def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
         split = ", ".join(f"{name} {bits}" for name, bits in found.split.items())
         below = "; ".join(f"{trial.format} {trial.status}" for trial in found.below) or "no runnable split"
         text = (f"p* = {found.p}: {found.format} ({split}) {args.method}-verified under {args.semantics}\n"
-                f"at p* - 1 = {found.p - 1}: {below}")
+                f"at p* - 1 = {found.p - 1}: {below}; every smaller p was tried as well")
+        if args.method == "certify":
+            text += ("\ncertify is sound, not complete: p* is an upper bound on the fewest bits at which the network "
+                     "is correct")
     _emit(args, payload, text)
 
 

@@ -113,7 +113,7 @@ def _combine_heads(mixed: np.ndarray, block, arith: Arithmetic, hooks, prefix: s
     return arith.store(arith.add(arith.sum(head_out, axis=1)[:, 0], arith.weights(block.b_O)))
 
 
-def _project(block: SoftmaxHeads, x: np.ndarray, arith: Arithmetic) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def project(block: SoftmaxHeads, x: np.ndarray, arith: Arithmetic) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q, k, v [b, H, n, d_head] of a softmax-attention block, x [b, n, d_model]."""
     W_Q, W_K, W_V, b_Q, b_K, b_V = (arith.weights(getattr(block, name))
                                     for name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V"))
@@ -158,7 +158,7 @@ def _causal_keys(length: int, causal: bool):
 
 def _attention(block: Attention, x: np.ndarray, arith: Arithmetic, hooks, prefix: str) -> np.ndarray:
     """Softmax attention output for every position, x [b, n, d_model] -> [b, n, d_model]."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     return _softmax_mix(block, q, k, v, arith, hooks, prefix, _causal_keys(x.shape[1], block.causal))
 
 
@@ -202,7 +202,7 @@ def _block_sparse_attention(block: BlockSparseAttention, x: np.ndarray, arith: A
     """(B,k)-block-sparse attention (see `witness.ir.BlockSparseAttention`), x [b, n, d_model] -> [b, n, d_model].
     Traced: hook_block_summary [b, H, n_blocks, d_head], hook_block_scores and hook_selected_blocks
     [b, H, n, n_blocks], then hook_pattern (zero off the kept tokens) and hook_result as for full attention."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     length = x.shape[1]
     summaries = block_summaries(k, block.block, arith)
     block_scores = arith.matmul(q, np.swapaxes(summaries, -1, -2))  # [b, H, n, n_blocks]
@@ -222,7 +222,7 @@ def _block_sparse_attention(block: BlockSparseAttention, x: np.ndarray, arith: A
 def _sliding_window_attention(block: SlidingWindowAttention, x: np.ndarray, arith: Arithmetic, hooks,
                               prefix: str) -> np.ndarray:
     """Sliding-window attention (see `witness.ir.SlidingWindowAttention`), x [b, n, d_model] -> [b, n, d_model]."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     length = x.shape[1]
 
     def allowed(start: int, stop: int) -> np.ndarray:
@@ -286,7 +286,7 @@ def _trace_steps(hooks, prefix: str, **steps: list[np.ndarray]) -> None:
 def _linear_attention(block: LinearAttention, x: np.ndarray, arith: Arithmetic, hooks, prefix: str) -> np.ndarray:
     """S_t = S_{t-1} + phi(k_t) v_t^T; o_t = S_t^T phi(q_t), or / (z_t . phi(q_t)) with z_t = z_{t-1} + phi(k_t).
     Traced: hook_state [b, H, n, d_k, d_v] (S_t), hook_normalizer [b, H, n, d_k] (z_t), hook_result."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     if block.feature_map == "relu":
         q, k = arith.relu(q), arith.relu(k)
     batch, heads, length, d_k = k.shape
@@ -310,7 +310,7 @@ def _linear_attention(block: LinearAttention, x: np.ndarray, arith: Arithmetic, 
 def _decay_attention(block: DecayAttention, x: np.ndarray, arith: Arithmetic, hooks, prefix: str) -> np.ndarray:
     """S_t = diag(alpha_t) S_{t-1} + k_t v_t^T, alpha_t = gate(x_t W_alpha + b_alpha) (one per head or per row);
     o_t = S_t^T q_t. Traced: hook_alpha [b, H, n, 1 or d_k], hook_state [b, H, n, d_k, d_v], hook_result."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     alpha = _heads_affine(x, block.W_alpha, block.b_alpha, arith)
     if block.gate == "sigmoid":
         alpha = _sigmoid(alpha, arith)
@@ -332,7 +332,7 @@ def _delta_rule(block: DeltaNet | GatedDeltaNet, x: np.ndarray, arith: Arithmeti
     """The delta rule, S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T (alpha_t = 1 for DeltaNet),
     computed as: r = S_{t-1}^T k_t, then S[i,j] <- alpha (S[i,j] - (beta k_i) r_j) + (beta k_i) v_j; o_t = S_t^T q_t.
     Traced: hook_beta (and hook_alpha) [b, H, n, 1], hook_state [b, H, n, d_k, d_v], hook_result."""
-    q, k, v = _project(block, x, arith)
+    q, k, v = project(block, x, arith)
     beta = _sigmoid(_heads_affine(x, block.W_beta, block.b_beta, arith), arith)
     gated = isinstance(block, GatedDeltaNet)
     alpha = _sigmoid(_heads_affine(x, block.W_alpha, block.b_alpha, arith), arith) if gated else None

@@ -40,7 +40,7 @@ import numpy as np
 
 from verify.checker.files import Weights
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, down, exp_upper, lower_float, up
+from verify.checker.numbers import Format, down, exp_upper, lower_float, number, up
 from verify.checker.products import affine, exact_matmul, strict_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -48,12 +48,6 @@ from verify.checker.tasks import Composition
 
 #: Score matrices are formed for at most this many (case x key) entries at a time.
 CHUNK = 1 << 21
-
-
-def number(x) -> float | str:
-    """An exact rational as JSON: a float when it is one exactly, else 'p/q'."""
-    x = Fraction(x)
-    return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
 
 
 def rounded_arrays(weights: Weights, fmt: Format) -> dict[str, np.ndarray]:

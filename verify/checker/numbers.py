@@ -279,6 +279,12 @@ def _exp_nearest(fmt: Format, x: float) -> float:
         precision *= 2
 
 
+def number(x) -> float | str:
+    """An exact rational as a proof records it in JSON: a float when it is one exactly, else 'p/q'."""
+    x = Fraction(x)
+    return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
+
+
 # -- bounds in float64, rounded outward ---------------------------------------------------------------------------
 def up(x):
     """The next float64 above each entry: an upper bound on an exact value that float64 rounded to nearest."""

@@ -40,14 +40,13 @@ The proof, under `theory` (exact inside a block; embedding, head outputs, block 
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import gmpy2
 import numpy as np
 
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, exp_upper, lower_float, up
+from verify.checker.numbers import Format, exp_upper, lower_float, number, up
 from verify.checker.ranges import Ranges, one_input_range
 from verify.checker.refusal import require
 from verify.checker.tasks import Composition
@@ -405,15 +404,15 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
             mass *= _mpfr(exp_upper(c["top"] - target["top"]))
             total += mass
             per_class.append({"class": c["segment"].name, "keys": _integer(count), "paired_bits": bits,
-                              "multiplicity": _integer(multiplicity), "score_below_target": _num(target["top"] - c["top"]),
+                              "multiplicity": _integer(multiplicity), "score_below_target": number(target["top"] - c["top"]),
                               "mass_at_most": _text(mass)})
     with gmpy2.context(precision=PRECISION, round=gmpy2.RoundDown):
         pi = gmpy2.mpfr(1) / (1 + total)
     pi = lower_float(Fraction(*pi.as_integer_ratio()))
 
     fetched, new_state, writes_record = _fetch_and_mlp(d, fmt, l, state, writes, Fraction(pi))
-    entry = {"layer": l, "beta": _num(beta), "target_class": wanted, "target_score": _num(target["top"]),
-             "classes": per_class, "off_target_mass_at_most": _text(total), "target_weight_at_least": _num(pi),
+    entry = {"layer": l, "beta": number(beta), "target_class": wanted, "target_score": number(target["top"]),
+             "classes": per_class, "off_target_mass_at_most": _text(total), "target_weight_at_least": number(pi),
              "fetched": fetched, "writes": writes_record}
     return entry, new_state
 
@@ -506,7 +505,7 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
         outcome = {sign: mlp.output(direction, boxes[sign].lows(), boxes[sign].highs()) for sign in (1, -1)}
         if outcome[1] == outcome[-1]:
             new_state[direction] = ("const", outcome[1])
-            key = f"constant {_num(outcome[1])}"
+            key = f"constant {number(outcome[1])}"
         else:
             require(outcome == {1: Fraction(1), -1: Fraction(-1)} and feeding,
                     f"{p}.mlp writes {outcome[1]} and {outcome[-1]} for a set and a clear bit, not the code ±1")
@@ -517,7 +516,7 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
     for direction in bit_of:
         key = (boxes[1][direction], boxes[-1][direction])
         intervals[key] = intervals.get(key, 0) + 1
-    fetched = [{"set": [_num(x) for x in set_], "clear": [_num(x) for x in clear], "directions": count}
+    fetched = [{"set": [number(x) for x in set_], "clear": [number(x) for x in clear], "directions": count}
                for (set_, clear), count in sorted(intervals.items())]
     return fetched, new_state, dict(sorted(written.items()))
 
@@ -562,11 +561,6 @@ def _readout(d: Description, state: dict) -> dict:
     require(d.task.value_vocab <= 1 << width, "the readout code is too narrow for the answers")
     # logit_v = <code(v), code(i_L)> = width - 2 hamming(v, i_L): the answer's logit is the unique best, by 2
     return {"group": d.readout, "code_bits": width, "worst_margin": 2}
-
-
-def _num(x) -> float | str:
-    x = Fraction(x)
-    return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
 
 
 def _integer(x: int) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from verify.checker.numbers import Format, up
 from verify.checker.products import affine
-from verify.checker.refusal import Refused, require
+from verify.checker.refusal import require
 
 
 class Ranges:

@@ -151,7 +151,7 @@ class TwoSum:
                 f"two_sum parameters are n, M, t, causal; got {params!r}")
         n, M, t = _positive("n", params["n"]), _positive("M", params["M"]), params["t"]
         require(n >= 2 and M >= 2, "two_sum needs n >= 2 and M >= 2")
-        require(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < M, f"two_sum's t must lie in [0, M)")
+        require(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < M, "two_sum's t must lie in [0, M)")
         require(isinstance(params["causal"], bool), "two_sum's causal must be true or false")
         return TwoSum(n, M, t, params["causal"])
 

@@ -41,7 +41,7 @@ from fractions import Fraction
 import numpy as np
 
 from verify.checker.files import Weights
-from verify.checker.numbers import Format, down, exp_upper, up, upper_float
+from verify.checker.numbers import Format, down, exp_upper, number, up, upper_float
 from verify.checker.products import affine, exact_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -51,11 +51,6 @@ from verify.checker.tasks import TwoSum
 def _gamma(k: int, u: float) -> float:
     require(k * u < 0.5, f"a {k}-term sum is too long for a relative error bound at unit roundoff {u:g}")
     return float(up(up(k * u) / down(1 - k * u)))
-
-
-def _num(x) -> float | str:
-    x = Fraction(x)
-    return float(x) if Fraction(float(x)) == x else f"{x.numerator}/{x.denominator}"
 
 
 def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
@@ -103,7 +98,7 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
         off_match = np.array([upper_float(exp_upper(Fraction(float(o)) - Fraction(float(t))))
                               for o, t in zip(runner_up, top)])
     gaps = [Fraction(float(t)) - Fraction(float(o)) for t, o in zip(top, runner_up)]
-    record["scores"] = [{"token": int(x), "partner": int(partner[x]), "score_gap": _num(gaps[x]),
+    record["scores"] = [{"token": int(x), "partner": int(partner[x]), "score_gap": number(gaps[x]),
                          "off_match_numerator": float(off_match[x])} for x in tokens]
 
     # -- which keys each query attends to ---------------------------------------------------------------------
@@ -207,7 +202,7 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
             require(margin > 0, f"position {i}, token {x}: answer {answer} is not provably read out (verdict bound "
                                 f"{float(ends[x]):.6g})")
             cases.append({"position": i, "answer": answer, "token": x, "verdict_bound": float(ends[x]),
-                          "margin": _num(margin)})
+                          "margin": number(margin)})
     record["readout"] = {"verdict": weights.basis[verdict] if weights.basis else str(verdict), "cases": cases}
     return record
 

@@ -34,7 +34,7 @@ from verify.check import batch_size
 from verify.search.report import Pair, confirm_pair
 from witness.arith import Arithmetic
 from witness.errors import ParameterError
-from witness.execute import _project as project
+from witness.execute import project
 from witness.execute import run
 from witness.ir import RECURRENT_MIXERS, Attention, Network
 from witness.tasks.base import check_int

@@ -26,7 +26,6 @@ from tqdm import tqdm
 from verify import check
 from verify.search.report import Failure, confirm_failure
 from witness.arith import Arithmetic
-from witness.errors import ParameterError
 from witness.ir import Network
 from witness.tasks.base import check_int
 
@@ -71,16 +70,10 @@ def probe_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
     return Probe(tuple(failures), searched)
 
 
-def _task(network: Network):
-    if network.task is None:
-        raise ParameterError("the network names no task, so there is nothing to probe it against")
-    return network.task
-
-
 def sampled(network: Network, arith: Arithmetic, count: int = 10_000, seed: int = 0,
             max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
     """`count` uniformly random inputs of the network's task, drawn from `seed`."""
-    task, count = _task(network), check_int("count", count, 1)
+    task, count = check.task_of(network), check_int("count", count, 1)
     size = check.batch_size(network)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     batches = (task.random_tokens(rng, min(size, count - begin)) for begin in range(0, count, size))
@@ -90,7 +83,7 @@ def sampled(network: Network, arith: Arithmetic, count: int = 10_000, seed: int 
 def exhaustive(network: Network, arith: Arithmetic, limit: int = 10**6,
                max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
     """Every input of the network's task family; refused (ParameterError) when there are more than `limit`."""
-    task = _task(network)
+    task = check.task_of(network)
     batches = task.enumerate_tokens(check.batch_size(network), limit)
     return probe_batches(network, batches, arith, "exhaustive", task.count(), max_failures,
                          {"family_size": task.count()})

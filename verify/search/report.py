@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from verify.check import task_of
 from witness.arith import Arithmetic
-from witness.errors import OverflowInFormat, ParameterError
+from witness.errors import OverflowInFormat
 from witness.execute import run
 from witness.ir import Network
 
@@ -65,12 +66,6 @@ class SearchReport:
         return asdict(self)
 
 
-def _task(network: Network):
-    if network.task is None:
-        raise ParameterError("the network names no task, so a failure cannot be confirmed against its answer")
-    return network.task
-
-
 def _output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
     """The network's answer on one input; an input that overflows a fixed-point format answers nothing (None)."""
     try:
@@ -82,7 +77,7 @@ def _output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
 def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Failure | None:
     """`Failure` if the network, re-run from scratch under `arith`, answers `tokens` wrongly; else None."""
     tokens = [int(t) for t in tokens]
-    expected = _plain(_task(network).answers(np.asarray([tokens]))[0])
+    expected = _plain(task_of(network).answers(np.asarray([tokens]))[0])
     output = _output(network, tokens, arith)
     return None if output == expected else Failure(tokens, expected, output)
 
@@ -90,7 +85,7 @@ def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Failure | No
 def confirm_pair(network: Network, a, b, arith: Arithmetic) -> Pair | None:
     """`Pair` if both inputs, re-run from scratch, get the same output while their answers differ; else None."""
     a, b = [int(t) for t in a], [int(t) for t in b]
-    answers = _task(network).answers(np.asarray([a, b]))
+    answers = task_of(network).answers(np.asarray([a, b]))
     expected_a, expected_b = _plain(answers[0]), _plain(answers[1])
     output_a, output_b = _output(network, a, arith), _output(network, b, arith)
     if expected_a == expected_b or output_a is None or output_a != output_b:
