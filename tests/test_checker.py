@@ -290,3 +290,12 @@ def test_the_checker_task_model_reads_what_witness_answers():
             index = tokens[np.arange(len(tokens)), ours.read_position(step, rest, index)]
             rest = ours.advance(step, rest) if step >= 1 else rest
         assert index.tolist() == list(theirs.answers(tokens))
+
+
+def test_tables_beyond_the_float_range_certify_and_check():
+    """At m = 2^1100 the input count and the key counts are Python ints far beyond float64; nothing overflows."""
+    result = certify(Construction(1, 2 ** 1100), arithmetic("fp16", "theory"))
+    assert result.status is Status.VERIFIED, result.detail
+    summary = checker.check(result.detail["certificate"])
+    assert summary["inputs"] is None and int(summary["inputs_log2"].split("e+")[1]) >= 334  # log2 ~ m log2 m
+    assert summary["budget"]["d_model"] == 5 * 1100 + 3
