@@ -1,4 +1,4 @@
-"""(L+1)-layer causal full attention for L-sequential function composition (SPEC §4.1), one head per layer.
+"""(L+1)-layer causal full attention for L-sequential function composition (conventions §4.1), one head per layer.
 
 Our reconstruction of the paper's upper bound: the paper's own weights were not available. Layer 0 fetches the
 seed z_0; layer l (1 <= l <= L) fetches z_l at address (w_{l-1}, i_{l-1}); the readout reads i_L. Everything
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.residual import code_width, pm1_codes
+from constructions.residual import code_width, pm1_codes, table_bytes
 from witness.errors import ParameterError
 from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.tasks import Composition
@@ -223,6 +223,15 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
     return Description(task, groups, d_model, d_head, tuple(weights), beta, C, tuple(positions), tokens, f"R{L}")
 
 
+def memory_bytes(L: int, m: int, n=(), layout: str = "paper") -> int:
+    """What `build` allocates, from the description's widths (no table is built): the embedding, position and
+    unembedding tables, and the dense layers."""
+    description = describe(L, m, n, layout)
+    task = description.task
+    layers = sum(8 * int(np.prod(array.shape)) for arrays in description.weights for array in arrays.values())
+    return table_bytes(task.vocab_size + task.prompt_length + task.value_vocab, description.d_model) + 2 * layers
+
+
 def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
     """The (L+1)-layer network; its readout at the last position is the answer token id i_L."""
     description = describe(L, m, n, layout)
@@ -237,6 +246,9 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
     V = description.task.value_vocab
     return Network(Embedding(W_E, W_pos), description.layers(), Readout(W_U, np.zeros(V), read="last"),
                    description.basis(), meta)
+
+
+build.memory_bytes = memory_bytes
 
 
 def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

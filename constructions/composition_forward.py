@@ -1,4 +1,4 @@
-"""A recurrent network for L-sequential composition in the `forward` layout (SPEC §1.1), the layout contrast.
+"""A recurrent network for L-sequential composition in the `forward` layout (conventions §1.1), the layout contrast.
 
 In the `forward` layout, [w] [z_0] [z_1 table] ... [z_L table] with the answer read at the last position, every
 table comes after the index that selects its entry, so a left-to-right recurrence can follow the chain: this
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.residual import ResidualLayout, code_width, pm1_codes
+from constructions.residual import ResidualLayout, code_width, pm1_codes, table_bytes
 from witness.ir import MLP, RNN, Embedding, Layer, Meta, Network, Readout
 from witness.tasks import Composition
 
@@ -78,6 +78,13 @@ def _agreement_mlp(d_model: int, pairs: list[tuple[int, int]], outputs: list[int
         b_in[2 * j + 1] = 1.0
         W_out[[2 * j, 2 * j + 1], out] = 1.0
     return MLP(W_in, b_in, W_out, np.zeros(d_model))
+
+
+def memory_bytes(L: int, m: int, n=()) -> int:
+    """An upper bound on what `build` allocates: its residual is at most 8 (L + 2) (b_V + b_w + 1) wide."""
+    task = Composition(L, m, tuple(n), "forward")
+    width = 8 * (L + 2) * (max(1, code_width(task.value_vocab)) + max((code_width(v) for v in task.n), default=0) + 1)
+    return table_bytes(task.vocab_size + task.prompt_length + task.value_vocab, width) + 2 * 8 * (L + 1) * width ** 2
 
 
 def build(L: int, m: int, n=()) -> Network:
@@ -141,3 +148,6 @@ def build(L: int, m: int, n=()) -> Network:
                 notes={"layout": "forward", "mixer": "rnn"})
     return Network(Embedding(W_E, W_pos), tuple(layers), Readout(W_U, -codes.sum(axis=1), read="last"),
                    res.basis(), meta)
+
+
+build.memory_bytes = memory_bytes

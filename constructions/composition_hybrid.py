@@ -1,4 +1,4 @@
-"""Hybrid linear + full attention for L-sequential function composition (SPEC §4.2), one head per layer.
+"""Hybrid linear + full attention for L-sequential function composition (docs/conventions.md §4.2), one head per layer.
 
 Both networks are the (L+1)-layer composition construction (`constructions.composition`) with its first layers'
 softmax attention replaced by `linear` attention (S_t = S_{t-1} + k_t v_t^T, o_t = S_t^T q_t, identity feature
@@ -154,9 +154,23 @@ def build(L: int, m: int, n=()) -> Network:
                     {"linear_layers": [0], "full_layers": list(range(1, L + 1))})
 
 
+def _memory_bytes(L: int, m: int, n=()) -> int:
+    """The composition network's tables plus the small-table layers' m-wide arrays (an upper bound for both)."""
+    from constructions.composition import memory_bytes
+
+    d_model = describe(L, m, tuple(n), extra=(("sel0", m), ("tab1", m))).d_model
+    return memory_bytes(L, m, n) + 2 * 8 * 4 * d_model * m
+
+
+build.memory_bytes = _memory_bytes
+
+
 def build_small_table(L: int, m: int, n=()) -> Network:
     """Two linear layers (seed copy, then a lookup in z_1 held in the state) and L-1 full-attention layers."""
     description, layers = _small_table(L, m, n)
     return _network(description, layers, SMALL_TABLE,
                     {"linear_layers": [0, 1], "full_layers": list(range(2, L + 1)),
                      "state_numbers": "m * (b_V + 1) in layer 1 (H = 1, d_k = m, d_v = b_V)"})
+
+
+build_small_table.memory_bytes = _memory_bytes

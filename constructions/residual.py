@@ -43,3 +43,9 @@ def pm1_codes(values: np.ndarray, width: int) -> np.ndarray:
     values = np.asarray(values, dtype=np.int64)
     bits = (values[..., None] >> np.arange(width, dtype=np.int64)) & 1
     return (2 * bits - 1).astype(np.float64)
+
+
+def table_bytes(rows: int, d_model: int) -> int:
+    """Bytes of float64 tables with `rows` rows of width d_model, twice over (what building and freezing them
+    holds at once): the estimate a builder's `memory_bytes` gives `witness.registry.compile` before it allocates."""
+    return 2 * 8 * rows * d_model

@@ -1,6 +1,6 @@
-"""One layer of full softmax attention for 2-Sum (SPEC §1.2, §4.3), one head, the bit y_i read at every position.
+"""One layer of full softmax attention for 2-Sum (conventions §1.2, §4.3), one head, the bit y_i read at every position.
 
-y_i = 1 iff some j != i (causal variant: j < i) has x_i + x_j = t (mod M). The SPEC suggests angle codes
+y_i = 1 iff some j != i (causal variant: j < i) has x_i + x_j = t (mod M). Angle codes are the usual suggestion
 theta(x) = 2 pi x / M; we use the ±1 binary codes of constructions/residual.py instead, their exact analogue:
 <code(a), code(u)> is largest, = b_M, exactly when u = a, and at most b_M - 2 otherwise, just as cos(theta(a) -
 theta(u)) peaks at u = a. Unlike cos/sin, every weight and every attention score is then a small integer, so the
@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from constructions.residual import ResidualLayout, code_width, pm1_codes
+from constructions.residual import ResidualLayout, code_width, pm1_codes, table_bytes
 from witness.errors import ParameterError
 from witness.ir import MLP, Attention, Embedding, Layer, Meta, Network, Readout
 from witness.tasks import TwoSum
@@ -103,6 +103,12 @@ def float64_error_bound(n: int, b_n: int, b_M: int, beta: int) -> float:
 
     weight = 2 * b_n + 2 * beta * b_M + 1
     return weight * (gamma(2 * n + 16) + 3 * gamma(2 * width + 1))
+
+
+def memory_bytes(n: int, M: int, t: int, causal: bool = False) -> int:
+    """What `build` allocates: the token and position tables of width d_model = 3 b_M + 2 b_n + 1."""
+    task = TwoSum(n, M, t, causal)
+    return table_bytes(task.M + task.n + 2, 3 * code_width(task.M) + 2 * code_width(task.n) + 1)
 
 
 def build(n: int, M: int, t: int, causal: bool = False) -> Network:
@@ -183,3 +189,6 @@ def build(n: int, M: int, t: int, causal: bool = False) -> Network:
                "float64_error_bound": float64_error_bound(task.n, b_n, b_M, beta)},
     )
     return Network(Embedding(W_E, W_pos), (Layer(attention, mlp),), readout, res.basis(), meta)
+
+
+build.memory_bytes = memory_bytes

@@ -1,4 +1,4 @@
-"""2-Sum under one layer of (B,k)-block-sparse attention (SPEC §2, §4.3; Theorem 1.2's two sides).
+"""2-Sum under one layer of (B,k)-block-sparse attention (docs/conventions.md §2, §4.3; Theorem 1.2's two sides).
 
 Two networks live here, both built from the full-attention construction (constructions/two_sum.py, whose module
 docstring holds the readout argument, cases (a)-(c)).
@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from constructions import two_sum
-from constructions.residual import code_width
+from constructions.residual import code_width, table_bytes
 from witness.errors import ParameterError
 from witness.ir import MLP, BlockSparseAttention, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.tasks.base import check_int
@@ -61,6 +61,12 @@ def natural(n: int, M: int, t: int, block: int, k: int, causal: bool = False) ->
     meta = Meta(task=full.meta.task, params=full.meta.params, construction=f"{two_sum.NAME}_natural_sparse",
                 claimed_format=None, notes={"block": block, "k": k, "from": two_sum.NAME})
     return Network(full.embedding, (Layer(sparse, full.layers[0].mlp),), full.readout, full.basis, meta)
+
+
+def memory_bytes(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> int:
+    """two_sum's tables M directions wider, and the M x M query and key maps."""
+    d_model = 3 * code_width(M) + 2 * code_width(n) + 1 + M
+    return two_sum.memory_bytes(n, M, t, causal) + table_bytes(M + n + 2 + 2 * M, d_model)
 
 
 def build(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> Network:
@@ -111,3 +117,6 @@ def build(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> N
                 notes={**full.meta.notes, "lambda": lam, "block": block, "k": k,
                        "B_log2_n": block * math.log2(task.n)})
     return Network(Embedding(W_E, W_pos), (Layer(attention, mlp),), readout, basis, meta)
+
+
+build.memory_bytes = memory_bytes

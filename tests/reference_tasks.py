@@ -1,7 +1,7 @@
-"""Slow, literal re-implementations of SPEC §1 for the tests: nothing here calls witness's task code.
+"""Slow, literal re-implementations of docs/conventions.md §1 for the tests: nothing here calls witness's task code.
 
 Everything follows the specification text directly, position by position and pair by pair, so that a test
-comparing witness against these functions compares two independent readings of the SPEC.
+comparing witness against these functions compares two independent readings of docs/conventions.md.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def composition_token_list(m: int, n: tuple[int, ...], z0: int, tables, w, layou
 
 
 def parse_composition_tokens(m: int, n: tuple[int, ...], tokens, layout: str):
-    """(z0, tables, w) read back from a token list, walking the layout of SPEC §1.1."""
+    """(z0, tables, w) read back from a token list, walking the layout of docs/conventions.md §1.1."""
     sizes = domain_sizes(m, n)
     L = len(n) + 1
     tokens = [int(t) for t in tokens]
@@ -81,7 +81,7 @@ def composition_answer_from_tokens(m: int, n: tuple[int, ...], tokens, layout: s
 
 
 def composition_alphabets(m: int, n: tuple[int, ...], layout: str) -> list[range]:
-    """The allowed token ids at every position, straight from SPEC §1.1."""
+    """The allowed token ids at every position, straight from docs/conventions.md §1.1."""
     sizes = domain_sizes(m, n)
     V, queries = sizes[-1], 1
     for n_l in n:

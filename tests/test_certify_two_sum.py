@@ -292,7 +292,7 @@ def test_cli_run_random_counts_whole_instances(tmp_path, capsys):
     W_out = np.array(network.layers[0].mlp.W_out)
     W_out[W_out > 0] = 0.0  # no position test: a lone self-match answers 1
     network.with_arrays({"blocks.0.mlp.W_out": W_out}).save(path)
-    assert main(["run", path, "--random", "30", "--seed", "1", "--json"]) == 0
+    assert main(["run", path, "--random", "30", "--seed", "1", "--json"]) == 1  # a failure found
     payload = json.loads(capsys.readouterr().out)
     assert payload["total"] == 30 and payload["correct"] < 30
     example = payload["counterexample"]

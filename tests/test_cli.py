@@ -110,8 +110,11 @@ def test_errors_are_one_line_with_status_2(tmp_path, network_file, capsys):
     for argv in bad_arguments(tmp_path, network_file):
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
-        assert captured.out == "", argv
         lines = captured.err.splitlines()
+        if "--json" in argv:  # docs/conventions.md §7: the same error, as one JSON object on stdout
+            assert json.loads(captured.out) == {"error": lines[0].removeprefix("witness: error: "), "exit": 2}, argv
+        else:
+            assert captured.out == "", argv
         assert len(lines) == 1 and lines[0].startswith("witness: error: "), (argv, captured.err)
 
 

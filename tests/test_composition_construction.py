@@ -1,4 +1,4 @@
-"""The (L+1)-layer composition network (SPEC §4.1) answers every input it is claimed to, in float64.
+"""The (L+1)-layer composition network (docs/conventions.md §4.1) answers every input it is claimed to, in float64.
 
 Expected answers come from the literal reference in reference_tasks.py, never from the task code under test.
 """

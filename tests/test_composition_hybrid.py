@@ -1,7 +1,7 @@
 """The hybrid constructions (one linear + L full layers; two linear + L-1 full layers) and certify's linear-layer
 reasoning (the linear step of verify/checker/composition.py).
 
-References: tests/reference_tasks.py (a literal re-reading of SPEC §1, independent of witness's task code) for the
+References: tests/reference_tasks.py (a literal re-reading of conventions §1, independent of witness's task code) for the
 answers, and exhaustive enumeration for "every input": certify saying verified where exhaustive finds a failure
 would be a soundness bug, and the broken variants below show both that certify refuses them and that they are
 really broken.
@@ -84,7 +84,7 @@ def test_layer_kinds_and_reuse_of_the_composition_layers(hybrid, small):
 
 @pytest.mark.parametrize("m", [2, 5, 9, 16])
 def test_small_table_state_grows_with_m(m):
-    """Layer 1 keeps the table: d_k = m keys, d_v = b_V value bits, H (d_k d_v + d_k) numbers (SPEC §2)."""
+    """Layer 1 keeps the table: d_k = m keys, d_v = b_V value bits, H (d_k d_v + d_k) numbers (conventions §2)."""
     network = witness.compile(SMALL, L=2, m=m, n=[2])
     b_V = max(1, math.ceil(math.log2(2 * m)))  # the code width of the value vocabulary N_1 = 2m
     lookup = network.layers[1].mixer

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 import witness
+import witness.resources
 from witness import FileFormatError
 from witness import strategies as ws
 from witness.io import HEADER_KEY, header
@@ -90,13 +91,15 @@ def test_truncated_file(tmp_path):
     for keep in (0, 10, len(whole) // 2, len(whole) - 1):
         path = tmp_path / f"cut{keep}.npz"
         path.write_bytes(whole[:keep])
-        assert "not a readable .npz weights file" in load_error(path)
+        message = load_error(path)
+        assert "not a readable .npz weights file" in message or "not an .npz weights file" in message
 
 
 def test_not_a_zip(tmp_path):
     (tmp_path / "text.npz").write_text("these are not weights\n")
     message = load_error(tmp_path / "text.npz")
-    assert str(tmp_path / "text.npz") in message and "not a readable .npz" in message
+    assert str(tmp_path / "text.npz") in message and "not a zip archive" in message
+    assert "allow_pickle" not in message  # numpy's advice to load it with pickle is not ours to give
 
 
 def test_missing_header(tmp_path):
@@ -189,7 +192,20 @@ def test_pickled_object_array_is_not_unpickled(tmp_path):
 
 def test_missing_path_and_directory(tmp_path):
     assert "no such file" in load_error(tmp_path / "absent.npz")
-    assert "no such file" in load_error(tmp_path)
+    assert "is a folder" in load_error(tmp_path)
+
+
+def test_a_raw_zip_member_as_header_and_a_huge_header_are_refused(tmp_path):
+    import zipfile
+
+    path = tmp_path / "raw.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(HEADER_KEY + ".npy", b"not a numpy array")
+    assert "not a readable .npz weights file" in load_error(path) or "header" in load_error(path)
+    arrays, head = good_parts()
+    head = {**head, "shapes": {**head["shapes"], "embed.W_E": [10**12, 10**3]}}
+    with pytest.raises(witness.resources.TooLarge, match="needs about .* TiB"):  # refused before reading arrays
+        witness.load(write(tmp_path / "huge.npz", arrays, head))
 
 
 def test_unreadable_file(tmp_path):

@@ -1,4 +1,4 @@
-"""Recurrent mixers (SPEC §2): float64 runs against plain recurrences written here, IR validation and files,
+"""Recurrent mixers (conventions §2): float64 runs against plain recurrences written here, IR validation and files,
 budget state bits, and the verifier's guard.
 
 The float64 references below are written from the formulas, mostly in a different shape from the executor's

@@ -174,7 +174,7 @@ def test_cli_search_full_json_and_replay(tmp_path, capsys):
     argv = ["search", "full", "--L", "2", "--m", "4", "--n", "4", "--layers", "1", "--H", "1", "--d-head", "4",
             "--d-model", "8", "--format", "float:3,4", "--semantics", "strict", "--weights", "random", "--seed", "0",
             "--save-network", path, "--samples", "300", "--pair-prefixes", "256", "--json"]
-    assert main(argv) == 0
+    assert main(argv) == 1  # docs/conventions.md §7: exit 1 when a failure was found
     payload = single_json(capsys)
     assert {"network", "budget", "failures", "pairs", "searched"} <= set(payload)
     assert payload["network"] == path
@@ -259,8 +259,9 @@ def test_cli_search_hybrid_json_shape(tmp_path, capsys):
     argv = ["search", "hybrid", "--L", "2", "--m", "2", "--n", "2", "--full-layers", "1", "--linear-per-gap", "2",
             "--mixer", "deltanet", "--H", "1", "--d-head", "4", "--d-model", "8", "--format", "fp16",
             "--semantics", "strict", "--weights", "random", "--seed", "0", "--save-network", path, "--json"]
-    assert main(argv) == 0
+    status = main(argv)
     payload = single_json(capsys)
+    assert status == (1 if payload["failures"] or payload["pairs"] else 0)
     assert payload["network"] == path
     assert {"H", "d", "p", "Hdp", "state_bits"} <= set(payload["budget"]) and payload["budget"]["Hdp"] == 8 * 16
     assert payload["searched"]["architecture"]["layers"] == ["deltanet"] * 2 + ["attention"] + ["deltanet"] * 2
@@ -273,7 +274,7 @@ def test_cli_search_hybrid_json_shape(tmp_path, capsys):
 def test_cli_search_text_names_what_was_found(tmp_path, capsys):
     argv = ["search", "full", "--L", "2", "--m", "4", "--n", "4", "--layers", "1", "--H", "1", "--d-head", "4",
             "--d-model", "8", "--format", "float:3,4", "--samples", "100"]
-    assert main(argv) == 0
+    assert main(argv) == 1
     text = capsys.readouterr().out
     assert text.startswith("5 failures, 5 indistinguishable pairs in ") and "Hdp 64" in text
     assert "failure: tokens " in text and "pair: " in text

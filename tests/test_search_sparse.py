@@ -101,7 +101,7 @@ def test_search_sparse_report_and_replay(tmp_path, capsys):
     argv = ["search", "sparse", "--n", "16", "--M", "8", "--t", "0", "--block", "4", "--k", "1", "--H", "1",
             "--d-head", "2", "--d-model", "4", "--format", "fp16", "--semantics", "strict", "--weights", "natural",
             "--seed", "0", "--save-network", str(path), "--json"]
-    assert main(argv) == 0
+    assert main(argv) == 1  # docs/conventions.md §7: exit 1 when a failure was found
     payload = single_json(capsys)
     assert set(payload) == {"network", "format", "semantics", "budget", "failures", "pairs", "searched"}
     assert payload["network"] == str(path) and payload["format"] == "fp16"

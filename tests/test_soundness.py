@@ -9,7 +9,7 @@ exhaustive check is the ground truth, and
 * certify never says verified where exhaustive finds a failure;
 * Hypothesis search and sampling never say verified, and every failure they report is a real one;
 * every counterexample replays: its expected answer is the reference answer (tests/reference_tasks.py, a
-  literal reading of SPEC §1.1) and the broken network, re-run, gives something else.
+  literal reading of docs/conventions.md §1.1) and the broken network, re-run, gives something else.
 
 `test_kill_counts` prints how many mutations each check kills (run pytest with -s to see the table).
 """

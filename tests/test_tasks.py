@@ -1,4 +1,4 @@
-"""Tasks (SPEC §1) against the literal references in reference_tasks.py and against hand-computed values."""
+"""Tasks (conventions §1) against the literal references in reference_tasks.py and against hand-computed values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one-layer 2-Sum network (SPEC §4.3) answers every position of every input it is claimed to, in float64.
+"""The one-layer 2-Sum network (conventions §4.3) answers every position of every input it is claimed to, in float64.
 
 Expected bits come from `reference_bits`, a literal double loop over pairs written here, never from the task code
 under test; exactness is checked as equality of bits, and the stated readout margin on the logits themselves.

@@ -1,7 +1,7 @@
 """The run-based checkers (exhaustive, sampled, Hypothesis search), the min-precision search and `witness verify` /
 `witness min-precision`.
 
-Expected answers come from tests/reference_tasks.py (a literal reading of SPEC §1.1), never from the task code the
+Expected answers come from tests/reference_tasks.py (a literal reading of conventions §1.1), never from the task code the
 checkers use; expected precisions come from running the checkers on every split by hand.
 """
 

@@ -33,6 +33,8 @@ from witness.arith.semantics import SEMANTICS, arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.ir import Network
 from witness.registry import compile as compile_network
+from witness.tasks.composition import Composition
+from witness.tasks.two_sum import TwoSum
 
 Checker = Callable[[Any, str], Result]
 
@@ -216,6 +218,8 @@ def network_checker(network: Network, method: str) -> Checker:
 def two_sum_checker(n: int, M: int, t: int, causal: bool = False, method: str = "certify") -> Checker:
     """Check the 2-Sum construction for (n, M, t, causal) by "certify" (all inputs at
     any size it can materialise) or "exhaustive" (every one of the M^n inputs; small families only)."""
+    if method == "exhaustive":
+        TwoSum(n, M, t, causal).enumerate_tokens()  # refuses a family over the enumeration limit before compiling
     return network_checker(compile_network("two_sum", n=n, M=M, t=t, causal=causal), method)
 
 
@@ -224,4 +228,6 @@ def composition_checker(L: int, m: int, n=(), method: str = "certify") -> Checke
     materialised, so m and n may be huge); "exhaustive" compiles the network and runs every input."""
     if method == "certify":
         return lambda fmt, semantics: certify(Construction(L, m, tuple(n)), arithmetic(fmt, semantics))
+    if method == "exhaustive":
+        Composition(L, m, tuple(n)).enumerate_tokens()  # refuses a family over the enumeration limit before compiling
     return network_checker(compile_network("composition", L=L, m=m, n=list(n)), method)

@@ -39,6 +39,9 @@ from witness.errors import ParameterError
 from witness.tasks.base import check_int
 
 SEMANTICS = "theory"
+#: The depths whose separation fits a 2-core, 24 GiB machine (L = 3 would scan thousands of sizes of a
+#: 3-million-direction network).
+FITS = (1, 2)
 #: The float formats the checker reasons about (verify/checker/numbers.py): exponent 2..9, mantissa 1..24.
 EXPONENTS = range(2, 10)
 MANTISSAS = range(1, 25)

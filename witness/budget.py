@@ -1,4 +1,4 @@
-"""Budget accounting (SPEC §2, the project's convention, matching CPW where the residual width is d*H).
+"""Budget accounting (docs/conventions.md §2, the project's convention, matching CPW where the residual width is d*H).
 
 H = the largest head count of any layer; d = max(d_head, ceil(d_model / H)); p = the total bits of the number
 format; Hdp = H * d * p. A recurrent mixer's state bits: the numbers it carries from one position to the next

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -32,7 +33,9 @@ from witness.io import load
 from witness.registry import builder, compile, construction_names
 from witness.tasks import Composition, TwoSum
 
-EXIT_BAD_INPUT = 2
+#: Exit statuses (docs/conventions.md §7): 0 verified / confirmed / no failure found, 1 a counterexample,
+#: 2 bad input, 3 unknown.
+EXIT_FALSIFIED, EXIT_BAD_INPUT, EXIT_UNKNOWN = 1, 2, 3
 
 
 class CliError(WitnessError):
@@ -110,7 +113,10 @@ def parse_tokens(text: str) -> np.ndarray:
         raise InputError(f"--tokens must be comma-separated 64-bit integers, got {text!r}") from None
 
 
-def cmd_run(args: argparse.Namespace, extra: list[str]) -> None:
+def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
+    """Exit 0 when every input run is answered correctly, 1 when one is not (or overflows)."""
+    if args.seed < 0:
+        raise CliError(f"--seed must be a non-negative integer, got {args.seed}")
     network = load(args.file)
     if (args.tokens is None) == (args.random is None):
         raise CliError("give exactly one of --tokens or --random")
@@ -122,16 +128,23 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> None:
         predictions = execute_run(network, tokens, arith).predictions[0]
         output = int(predictions[0]) if network.readout.read == "last" else [int(v) for v in predictions]
         _emit(args, {"output": output}, str(output) if isinstance(output, int) else " ".join(map(str, output)))
-        return
+        return 0
     if args.random < 1:
         raise CliError(f"--random must be at least 1, got {args.random}")
     result = check.sampled(network, args.random, args.seed, arith)
     correct = result.checked - result.failures
-    payload = {"correct": correct, "total": result.checked, "seed": args.seed, **result.arithmetic}
+    payload = {"correct": correct, "total": result.checked, "asked": args.random, "seed": args.seed,
+               **result.arithmetic}
+    text = (f"{correct}/{result.checked} random inputs correct (seed {args.seed}, {result.arithmetic['format']} "
+            f"{result.arithmetic['semantics']})")
+    if "stopped_by_overflow" in result.detail:
+        payload["stopped_by_overflow"] = result.detail["stopped_by_overflow"]
+        text += (f"; stopped after {result.checked} of {args.random} inputs: a run overflowed "
+                 f"({result.detail['stopped_by_overflow']})")
     if result.counterexample is not None:
         payload["counterexample"] = {k: v for k, v in result.as_dict()["counterexample"].items() if k != "trace"}
-    _emit(args, payload, f"{correct}/{result.checked} random inputs correct (seed {args.seed}, "
-                         f"{result.arithmetic['format']} {result.arithmetic['semantics']})")
+    _emit(args, payload, text)
+    return EXIT_FALSIFIED if result.failures else 0
 
 
 # -- inspect ------------------------------------------------------------------------------------------------
@@ -264,7 +277,6 @@ def bounds_of_construction(args: argparse.Namespace) -> None:
 
 
 # -- verify, min-precision ---------------------------------------------------------------------------------
-EXIT_FALSIFIED = 1
 
 
 def result_payload(result) -> dict[str, Any]:
@@ -320,7 +332,7 @@ def min_precision_checker(args: argparse.Namespace) -> precision.Checker:
     return precision.composition_checker(args.L, args.m, tuple(args.n), args.method)
 
 
-def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
+def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> int:
     checker = min_precision_checker(args)
     found = precision.min_precision(checker, args.family, args.semantics, args.max_bits)
     payload = found.as_dict()
@@ -337,10 +349,10 @@ def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> None:
             text += ("\ncertify is sound, not complete: p* is an upper bound on the fewest bits at which the network "
                      "is correct")
     _emit(args, payload, text)
+    return EXIT_UNKNOWN if found.p is None else 0
 
 
 # -- certify, check-certificate ---------------------------------------------------------------------------
-EXIT_UNKNOWN = 3
 
 
 def budget_text(budget: dict) -> str:
@@ -427,26 +439,32 @@ def search_text(report) -> str:
     return "\n".join(lines)
 
 
+def _emit_search(args: argparse.Namespace, report) -> int:
+    """Exit 1 when the search found a failure or an indistinguishable pair (each confirmed by a fresh run)."""
+    _emit(args, report.as_dict(), search_text(report))
+    return EXIT_FALSIFIED if report.failures or report.pairs else 0
+
+
 def _composition_from_args(args: argparse.Namespace) -> Composition:
     return Composition(L=args.L, m=args.m, n=tuple(args.n))
 
 
-def cmd_search_hybrid(args: argparse.Namespace, extra: list[str]) -> None:
+def cmd_search_hybrid(args: argparse.Namespace, extra: list[str]) -> int:
     linear_per_gap = args.linear_per_gap[0] if len(args.linear_per_gap) == 1 else args.linear_per_gap
     report = search_hybrid(_composition_from_args(args), full_layers=args.full_layers, linear_per_gap=linear_per_gap,
                            mixer=args.mixer, H=args.H, d_head=args.d_head, d_model=args.d_model,
                            arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
                            save_network=args.save_network, samples=args.samples,
                            pair_prefixes=args.pair_prefixes)
-    _emit(args, report.as_dict(), search_text(report))
+    return _emit_search(args, report)
 
 
-def cmd_search_full(args: argparse.Namespace, extra: list[str]) -> None:
+def cmd_search_full(args: argparse.Namespace, extra: list[str]) -> int:
     report = search_full(_composition_from_args(args), layers=args.layers, H=args.H, d_head=args.d_head,
                          d_model=args.d_model, arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
                          save_network=args.save_network, samples=args.samples,
                          pair_prefixes=args.pair_prefixes)
-    _emit(args, report.as_dict(), search_text(report))
+    return _emit_search(args, report)
 
 
 def add_composition_options(parser: argparse.ArgumentParser) -> None:
@@ -460,22 +478,25 @@ def add_composition_options(parser: argparse.ArgumentParser) -> None:
                         help=f"random prefixes per fixed suffix in the pair search (default {PAIR_PREFIXES})")
 
 
-def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> None:
+def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> int:
     report = search_sparse(TwoSum(args.n, args.M, args.t, args.causal), block=args.block, k=args.k, H=args.H,
                            d_head=args.d_head, d_model=args.d_model, arith=search_arithmetic(args),
                            weights=args.weights, seed=args.seed, save_network=args.save_network)
-    _emit(args, report.as_dict(), search_text(report))
+    return _emit_search(args, report)
 
 
 # -- separation ---------------------------------------------------------------------------------------------
 def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
+    if args.L not in separation.FITS:
+        raise CliError(f"--L {args.L}: the separation is computed for L in {list(separation.FITS)} on a machine like "
+                       "this one (L = 3 starts near log2 n = 4.1e5, d_model 3.2e6; see the README)")
     def progress(message: str) -> None:
         print(f"witness separation: {message}", file=sys.stderr, flush=True)
 
-    summary = separation.separation(args.L, progress=progress)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {out}: exists and is not a folder")
+    summary = separation.separation(args.L, progress=progress)
     separation.write(summary, out)
     brief = {key: value for key, value in summary.items() if key not in ("certificate", "trials_at_k")}
     brief["certificate"] = str(out / "certificate.json")
@@ -499,6 +520,8 @@ def cmd_hierarchy(args: argparse.Namespace, extra: list[str]) -> None:
     from verify import hierarchy, hierarchy_report
     from witness.sweep import Engine
 
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise CliError(f"--out {args.out}: exists and is not a folder")
     config = hierarchy.load_config(args.config, quick=args.quick).select(args.L)
     report = hierarchy.hierarchy(args.out, config, Engine(args.workers, args.scheduler))
     counts = {status: sum(row["status"] == status for row in report["rows"]) for status in
@@ -645,19 +668,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit status 0, 1, 2 or 3 (docs/conventions.md §7). An error is one line on stderr (and with
+    --json also one JSON object on stdout), never a traceback."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "compile":
             raise CliError(f"unrecognised arguments: {' '.join(extra)}")
-        code = args.handler(args, extra) or 0
+        return args.handler(args, extra) or 0
     except WitnessError as exc:
-        print(f"witness: error: {exc}", file=sys.stderr)
+        return _error(str(exc), argv)
+    except BrokenPipeError:  # `witness ... | head`: the reader left; say so once, where it can still be read
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("witness: error: the output pipe closed before witness finished writing", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("witness: interrupted", file=sys.stderr)
         return 130
-    return code
+    except MemoryError:
+        return _error("out of memory (the work exceeds what this machine has; try a smaller size)", argv)
+    except Exception as exc:  # a bug in witness, not in the input: still one line, and named as ours
+        return _error(f"internal error ({type(exc).__name__}: {exc}); please report it", argv)
+
+
+def _error(message: str, argv: list[str]) -> int:
+    message = " ".join(message.split())  # one line, whatever the message held
+    print(f"witness: error: {message}", file=sys.stderr)
+    if "--json" in argv:
+        print(json.dumps({"error": message, "exit": EXIT_BAD_INPUT}))
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

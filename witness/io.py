@@ -9,6 +9,7 @@ the claimed format, the basis labels, the layer structure and every array's shap
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import safetensors.numpy
 
 from witness.errors import FileFormatError, WitnessError
 from witness.ir import Basis, Meta, Network, network_from_state
+from witness.resources import require_memory
 
 HEADER_KEY = "__witness_header__"
 FILE_KIND = "witness-network"
@@ -59,39 +61,72 @@ def save(network: Network, path: str | Path) -> None:
 
 def load(path: str | Path) -> Network:
     """Read a network written by `save` (.npz or, by its suffix, .safetensors); every problem with the file is
-    one FileFormatError naming it."""
+    one FileFormatError naming it. The header is read first, and a file whose arrays would not fit in memory is
+    refused (`TooLarge`) before any of them is read."""
     path = Path(path)
+    if path.is_dir():
+        raise FileFormatError(f"{path}: is a folder, not a weights file")
     if not path.is_file():
         raise FileFormatError(f"{path}: no such file")
     if path.suffix == SAFETENSORS_SUFFIX:
         return _load_safetensors(path)
+    if not zipfile.is_zipfile(path):
+        raise FileFormatError(f"{path}: not an .npz weights file (not a zip archive)")
     try:
         with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
+            if HEADER_KEY not in archive.files:
+                raise FileFormatError(f"{path}: no {HEADER_KEY} entry; not written by witness")
+            head = _decode_header(archive[HEADER_KEY], path)
+            _require_room(head, path)
+            arrays = {name: archive[name] for name in archive.files if name != HEADER_KEY}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise FileFormatError(f"{path}: not a readable .npz weights file ({exc})") from None
-    if HEADER_KEY not in arrays:
-        raise FileFormatError(f"{path}: no {HEADER_KEY} entry; not written by witness")
+        if isinstance(exc, FileFormatError):
+            raise
+        raise FileFormatError(f"{path}: not a readable .npz weights file ({type(exc).__name__})") from None
+    return network_from_file_parts(head, arrays, str(path))
+
+
+def _decode_header(raw: Any, path: Path) -> Any:
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8:
+        raise FileFormatError(f"{path}: the {HEADER_KEY} entry is not the JSON header witness writes")
     try:
-        head = json.loads(arrays.pop(HEADER_KEY).tobytes().decode("utf-8"))
+        return json.loads(raw.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
-    return network_from_file_parts(head, arrays, str(path))
+
+
+def _require_room(head: Any, path: Path) -> None:
+    """Refuse, before reading, arrays whose header shapes would not fit (float64, twice over: load and freeze)."""
+    if not isinstance(head, dict) or head.get("kind") != FILE_KIND:
+        raise FileFormatError(f"{path}: header does not describe a {FILE_KIND}")
+    shapes = head.get("shapes")
+    if not isinstance(shapes, dict):
+        raise FileFormatError(f"{path}: header has no array shapes")
+    total = 0
+    for name, shape in shapes.items():
+        if not isinstance(shape, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                  for v in shape):
+            raise FileFormatError(f"{path}: header gives {name} the shape {shape!r}")
+        total += math.prod(shape)
+    require_memory(2 * 8 * total, f"loading {path}")
 
 
 def _load_safetensors(path: Path) -> Network:
     try:
         with safetensors.safe_open(path, framework="numpy") as handle:
             metadata = handle.metadata() or {}
+            if HEADER_KEY not in metadata:
+                raise FileFormatError(f"{path}: no {HEADER_KEY} metadata entry; not written by witness")
+            try:
+                head = json.loads(metadata[HEADER_KEY])
+            except json.JSONDecodeError as exc:
+                raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
+            _require_room(head, path)
             arrays = {name: handle.get_tensor(name) for name in handle.keys()}
     except (safetensors.SafetensorError, OSError, ValueError) as exc:
+        if isinstance(exc, FileFormatError):
+            raise
         raise FileFormatError(f"{path}: not a readable .safetensors weights file ({exc})") from None
-    if HEADER_KEY not in metadata:
-        raise FileFormatError(f"{path}: no {HEADER_KEY} metadata entry; not written by witness")
-    try:
-        head = json.loads(metadata[HEADER_KEY])
-    except json.JSONDecodeError as exc:
-        raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
     return network_from_file_parts(head, arrays, str(path))
 
 

@@ -151,7 +151,7 @@ def _check_span(owner: str, name: str, value: Any, low: int) -> int:
 
 @dataclass(frozen=True, eq=False)
 class BlockSparseAttention(SoftmaxHeads):
-    """(B,k)-block-sparse softmax attention (SPEC §2, the project's convention, after NSA / MoBA).
+    """(B,k)-block-sparse softmax attention (docs/conventions.md §2, the project's convention, after NSA / MoBA).
 
     Keys are cut into contiguous blocks of `block` = B positions (the last block may be shorter). Per head, block
     b's summary c_b is the mean of its keys (sum in index order, divided by the block's length). Query i scores
@@ -226,7 +226,7 @@ class Layer:
     mlp: MLP | None = None
 
 
-# -- recurrent mixers (SPEC §2): linear attention and its decay / delta-rule relatives, and a general RNN ---------
+# -- recurrent mixers (conventions §2): linear attention and its decay / delta-rule relatives, and a general RNN ---------
 FEATURE_MAPS = ("identity", "relu")
 GATES = ("none", "sigmoid")
 RNN_ACTIVATIONS = ("identity", "relu")
@@ -275,7 +275,7 @@ class _MatrixState(_Projections):
 
     @property
     def state_numbers(self) -> int:
-        """Numbers the layer carries from one position to the next, SPEC §2's count H (d_k d_v + d_k): the
+        """Numbers the layer carries from one position to the next, conventions §2's count H (d_k d_v + d_k): the
         matrix state plus a d_k normaliser (counted for every matrix-state form, as the paper does)."""
         return self.n_heads * (self.d_k * self.d_v + self.d_k)
 

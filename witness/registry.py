@@ -10,6 +10,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from witness.errors import ParameterError
+from witness.resources import require_memory
 
 GROUP = "witness.constructions"
 
@@ -26,8 +27,13 @@ def builder(name: str) -> Callable[..., Any]:
 
 
 def compile(name: str, **params: Any):
-    """Build the network of construction `name`, e.g. compile("composition", L=3, m=4, n=[2, 4])."""
+    """Build the network of construction `name`, e.g. compile("composition", L=3, m=4, n=[2, 4]). A builder with a
+    `memory_bytes(**params)` estimate is refused (`TooLarge`) before it allocates more than the machine has."""
+    build = builder(name)
     try:
-        return builder(name)(**params)
+        estimate = getattr(build, "memory_bytes", None)
+        if estimate is not None:
+            require_memory(estimate(**params), f"compiling {name} {params}")
+        return build(**params)
     except TypeError as exc:
         raise ParameterError(f"bad parameters for construction {name}: {exc}") from None

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from witness.errors import ParameterError, TrainingDiverged
 from witness.execute import run
+from witness.resources import require_memory
 from witness.ir import (MIXERS, MLP, READ_MODES, RECURRENT_MIXERS, RNN, Basis, Embedding, Layer, Meta, Network,
                         Readout)
 from witness.tasks import TASKS
@@ -93,9 +94,31 @@ class Architecture:
         if self.read not in READ_MODES:
             raise ParameterError(f"Architecture.read must be one of {READ_MODES}, got {self.read!r}")
 
+    def parameter_count(self, task) -> int:
+        """How many numbers the network for `task` holds (embedding, every layer's arrays, readout)."""
+        d, H, k = self.d_model, self.H, self.d_head
+        count = (2 * task.vocab_size + task.prompt_length) * d + task.vocab_size
+        for spec in self.layers:
+            cls = MIXERS[spec.mixer]
+            if cls in RECURRENT_MIXERS:
+                count += sum(math.prod(shape) for shape in cls.array_shapes(H, d, k).values())
+            else:
+                count += 4 * H * d * k + 3 * H * k + d
+            if spec.d_mlp is not None:
+                count += 2 * d * spec.d_mlp + spec.d_mlp + d
+        return count
+
+    def memory_bytes(self, task) -> int:
+        """What building and training the network holds at once: float64 arrays and their frozen copy (16 bytes a
+        number), the torch module's parameters, gradients and Adam's two moments (32 bytes)."""
+        return 48 * self.parameter_count(task)
+
     def initial_network(self, task, seed: int) -> Network:
         """Random weights (normal, std 1/sqrt(fan-in)) for `task`'s vocabulary and prompt length, from `seed`.
-        The output vocabulary is the task's token vocabulary, as in TransformerLens (d_vocab_out = d_vocab)."""
+        The output vocabulary is the task's token vocabulary, as in TransformerLens (d_vocab_out = d_vocab).
+        Refused (`TooLarge`) before allocating when `memory_bytes` exceeds what the machine has."""
+        require_memory(self.memory_bytes(task), f"a network of d_model {self.d_model}, H {self.H}, d_head "
+                                                f"{self.d_head} and {len(self.layers)} layers")
         rng = np.random.default_rng(seed)
         d, H, k = self.d_model, self.H, self.d_head
         vocab, n_ctx = task.vocab_size, task.prompt_length

@@ -1,1 +1,1 @@
-"""The search module (SPEC §6): probing hybrid and sparse architectures for failures, and the theorems' bounds."""
+"""The search module (conventions §6): probing hybrid and sparse architectures for failures, and the theorems' bounds."""

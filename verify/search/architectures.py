@@ -1,4 +1,4 @@
-"""The architectures the search probes (SPEC §6), as `witness.train.Architecture`s, and their networks.
+"""The architectures the search probes (docs/conventions.md §6), as `witness.train.Architecture`s, and their networks.
 
 * `hybrid_architecture(...)`: Theorem 1.1's negative side. `L_full` causal full-attention layers; before each of
   them a gap of recurrent (linear-attention) layers and one more gap after the last, each gap `linear_per_gap`

@@ -1,4 +1,4 @@
-"""The theorems' thresholds and budgets, evaluated exactly (SPEC §6 "Bounds").
+"""The theorems' thresholds and budgets, evaluated exactly (docs/conventions.md §6 "Bounds").
 
 Every quantity is a Python int or a sympy expression; floats appear only in fields named `approx*`. Each `Bound`
 names the paper its formula comes from.
@@ -22,7 +22,7 @@ from witness.tasks.base import check_int
 
 YE_ET_AL = "Ye, He, Liao, Wu, Lu 2026, arXiv 2602.01763"
 CPW = "Chen, Peng, Wu 2024, arXiv 2412.02975"
-PROMPT_LAYOUT = "witness SPEC §1.1 (prompt length of the composition task)"
+PROMPT_LAYOUT = "witness docs/conventions.md §1.1 (prompt length of the composition task)"
 
 #: Exact integers are written out up to this many decimal digits: Python refuses to convert ints of more than
 #: 4300 digits to and from text by default, so anything larger is reported through its exact log2 only.
@@ -83,7 +83,7 @@ class Bound:
 
 @dataclass(frozen=True)
 class HeadShape:
-    """H heads of dimension d at p bits (SPEC §2 budget convention)."""
+    """H heads of dimension d at p bits (docs/conventions.md §2 budget convention)."""
 
     H: int
     d: int
@@ -223,16 +223,26 @@ _THEOREMS = {
 }
 
 
-def _theorem(name: str) -> tuple:
+# n = Hdp^(2^k) has log2 n = 2^k log2 Hdp, a float only while 2^k is: k <= 1023, i.e. L <= 255 for both theorems.
+# Beyond it no threshold can be stated (and 2^k itself would not fit in memory at the L a typo gives).
+_MAX_EXPONENT = 1023
+
+
+def _theorem(name: str, L: int) -> tuple[int, str, str]:
+    """The theorem's exponent k at depth L, its source and the model it rules out."""
     if name not in _THEOREMS:
         raise ParameterError(f"unknown theorem {name!r}; known: {', '.join(_THEOREMS)}")
-    return _THEOREMS[name]
+    exponent_of, source, model = _THEOREMS[name]
+    k = exponent_of(L)
+    if k > _MAX_EXPONENT:
+        raise ParameterError(f"L = {L}: {name}'s threshold n^(2^-{k}) is beyond the float range (its exponent "
+                             f"must be at most {_MAX_EXPONENT}); choose a smaller L")
+    return k, source, model
 
 
 def min_prompt_length(theorem: str, L: int, Hdp: int) -> Bound:
     """The smallest prompt length n with Hdp <= n^(2^-k): n = Hdp^(2^k)."""
-    exponent_of, source, model = _theorem(theorem)
-    k = exponent_of(L)
+    k, source, model = _theorem(theorem, L)
     Hdp = check_int("Hdp", Hdp, 1)
     exact, log2 = _power(Hdp, 2**k)
     return Bound(f"{theorem}.min_n", source,
@@ -243,8 +253,7 @@ def min_prompt_length(theorem: str, L: int, Hdp: int) -> Bound:
 
 def max_Hdp_at(theorem: str, L: int, n: int) -> Bound:
     """The largest integer Hdp with Hdp <= n^(2^-k) at prompt length n."""
-    exponent_of, source, model = _theorem(theorem)
-    k = exponent_of(L)
+    k, source, model = _theorem(theorem, L)
     n = check_int("n", n, 2)
     largest = floor_root_power_of_two(n, k)
     log2 = _log2(largest)
@@ -319,7 +328,7 @@ def network_budget(Hdp: int, n: int) -> Bound:
     """A solving network's Hdp, to set next to the largest Hdp the lower bounds cover at its prompt length."""
     Hdp = check_int("network Hdp", Hdp, 1)
     log2 = _log2(Hdp)
-    return Bound("network.Hdp", "the network given (e.g. witness's (L+1)-layer construction, SPEC §4)",
+    return Bound("network.Hdp", "the network given (e.g. witness's (L+1)-layer construction, docs/conventions.md §4)",
                  f"Hdp of the given network, which answers prompts of length n = {n}", "H * d * p",
                  sympy.Integer(Hdp), log2, _approx(log2, "network.Hdp"),
                  "upper bound (Ye et al.): L+1 full-attention layers need only polylog(n) Hdp; "
@@ -350,11 +359,12 @@ def bounds(L: int, Hdp: int, n: int | None = None, *, B: int | None = None, shap
     items.append(max_linear_state_bits(Hdp) if shape is None else linear_state_bits(shape))
     if n is not None:
         n = check_int("n", n, 2)
-        for theorem, (exponent_of, source, _) in _THEOREMS.items():
+        for theorem in _THEOREMS:
+            k, source, _ = _theorem(theorem, L)
             largest = max_Hdp_at(theorem, L, n)
             items.append(largest)
             # Hdp is an integer, so Hdp <= n^(2^-k) exactly when Hdp <= floor(n^(2^-k)).
-            applies.append(Applies(f"{theorem}.applies", source, f"Hdp <= n^(2^-{exponent_of(L)})",
+            applies.append(Applies(f"{theorem}.applies", source, f"Hdp <= n^(2^-{k})",
                                    Hdp <= largest.value))
         if network_Hdp is not None:
             items.append(network_budget(network_Hdp, n))

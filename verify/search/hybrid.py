@@ -1,4 +1,4 @@
-"""Searching hybrid and full-attention networks for replayable failures (SPEC §6, issue 5).
+"""Searching hybrid and full-attention networks for replayable failures (docs/conventions.md §6, issue 5).
 
     report = search_hybrid(Composition(L=2, m=4, n=(4,)), full_layers=1, linear_per_gap=4, mixer="deltanet",
                            H=1, d_head=4, d_model=8, arith=arithmetic("fp16", "strict"), weights="random", seed=0)

@@ -1,4 +1,4 @@
-"""Indistinguishable pairs across a layout boundary (SPEC §6): the constructive heart of the lower bounds.
+"""Indistinguishable pairs across a layout boundary (conventions §6): the constructive heart of the lower bounds.
 
 Cut the prompt at position `boundary` (by default, for composition in the `paper` layout, right after the z_L
 table). In CPW's communication picture the prefix can influence the positions after the cut only through what

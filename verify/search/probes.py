@@ -1,4 +1,4 @@
-"""Generic probes (SPEC §6): look for inputs that any IR network with a task answers wrongly.
+"""Generic probes (docs/conventions.md §6): look for inputs that any IR network with a task answers wrongly.
 
 Each probe returns a `Probe`: the failures it found, every one re-run through `verify.search.report.confirm_failure`
 (so each is replayable with `witness run`), and a `searched` record saying what was tried, on how many inputs and

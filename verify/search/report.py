@@ -1,4 +1,4 @@
-"""What a search reports (SPEC §6), and the one gate every reported failure and pair passes through.
+"""What a search reports (docs/conventions.md §6), and the one gate every reported failure and pair passes through.
 
 A search may be as clever as it likes about *finding* a failing input or an indistinguishable pair; nothing it
 finds is reported until `confirm_failure` / `confirm_pair` has re-run it in the plain executor

@@ -1,4 +1,4 @@
-"""(B,k)-block-sparse attention on 2-Sum (SPEC §6, Theorem 1.2): summary collisions and `search_sparse`.
+"""(B,k)-block-sparse attention on 2-Sum (docs/conventions.md §6, Theorem 1.2): summary collisions and `search_sparse`.
 
 Why a summary collision is a lower-bound witness. In one layer of (B,k)-block-sparse attention a query i outside
 block b learns about b's tokens only through b's summary c_b (the rounded mean of its keys, per head): the summary

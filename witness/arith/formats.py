@@ -1,4 +1,4 @@
-"""Number formats (SPEC §3): what a p-bit value is, and correctly rounded round-to-nearest-even onto it.
+"""Number formats (docs/conventions.md §3): what a p-bit value is, and correctly rounded round-to-nearest-even onto it.
 
 * `Float(mantissa, exponent)`: IEEE-style binary floating point with `mantissa` stored fraction bits and an
   `exponent`-bit field (bias 2^(exponent-1) - 1), subnormals, ±inf and NaN. p = 1 + exponent + mantissa.

@@ -1,4 +1,4 @@
-"""Rounding semantics (SPEC §3): `arithmetic(fmt, semantics)` gives the `Arithmetic` the executor runs under.
+"""Rounding semantics (conventions §3): `arithmetic(fmt, semantics)` gives the `Arithmetic` the executor runs under.
 
 * `strict` -- low-precision hardware, op by op. Every add, sub, multiply, divide and exp is rounded to the format;
   `matmul` and `sum` accumulate in index order with a rounding after every multiply and every add (vectorised over

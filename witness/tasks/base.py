@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from witness.errors import InputError, ParameterError
+from witness.resources import count_text
 
 #: Exhaustive enumeration refuses families larger than this unless the caller raises the limit.
 DEFAULT_ENUMERATION_LIMIT = 10**7
@@ -67,7 +68,7 @@ def enumerate_mixed_radix(
     `count` is the task's exact instance count (the product of the radices), passed in so it is computed once.
     """
     if count > limit:
-        raise ParameterError(f"{what}: {count} inputs is more than the enumeration limit {limit}")
+        raise ParameterError(f"{what}: {count_text(count)} inputs is more than the enumeration limit {limit}")
     batch_size = check_int("batch_size", batch_size, 1)
     return _mixed_radix_batches(np.asarray(radices, dtype=np.int64), offsets, count, batch_size)
 

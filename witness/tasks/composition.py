@@ -1,4 +1,4 @@
-"""L-sequential function composition (SPEC §1.1).
+"""L-sequential function composition (docs/conventions.md §1.1).
 
 Domain sizes N_0 = m, N_l = n_l * N_{l-1}. Tables z_1 : [N_0] -> [N_0] and z_l : [N_{l-1}] -> [N_{l-1}]
 (l = 2..L), seed z_0 in [m], query w = (w_1, ..., w_{L-1}) with w_l in [n_l]. The chain is i_0 = z_0,
@@ -246,6 +246,12 @@ class Composition:
         return self.m * math.prod(size**size for size in self.domain_sizes) * self.query_count
 
     def enumerate_tokens(self, batch_size: int = 65536, limit: int = DEFAULT_ENUMERATION_LIMIT) -> Iterator[np.ndarray]:
-        """Every input, in batches of token sequences (refuses families larger than `limit`)."""
+        """Every input, in batches of token sequences (refuses families larger than `limit`, judged from the log2
+        of the count before the count itself or any table is built)."""
+        log2 = math.log2(self.m) + sum(size * math.log2(size) for size in self.domain_sizes) + math.log2(
+            self.query_count)
+        if log2 > math.log2(max(limit, 1)) + 1:
+            raise ParameterError(f"composition{self.params()}: about 2^{log2:.6g} inputs is more than the "
+                                 f"enumeration limit {limit}")
         radices, offsets = self.position_alphabets()
         return enumerate_mixed_radix(radices, offsets, self.count(), batch_size, limit, f"composition{self.params()}")

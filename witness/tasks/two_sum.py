@@ -1,4 +1,4 @@
-"""2-Sum (SPEC §1.2).
+"""2-Sum (docs/conventions.md §1.2).
 
 Input x_0 .. x_{n-1} in [M] (token id = value). Output at every position i: y_i = 1 if some j != i has
 x_i + x_j = t (mod M), else 0. In the `causal` variant only j < i counts. (The project's convention, after
