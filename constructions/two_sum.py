@@ -105,19 +105,25 @@ def float64_error_bound(n: int, b_n: int, b_M: int, beta: int) -> float:
     return weight * (gamma(2 * n + 16) + 3 * gamma(2 * width + 1))
 
 
-def memory_bytes(n: int, M: int, t: int, causal: bool = False) -> int:
-    """What `build` allocates: the token and position tables of width d_model = 3 b_M + 2 b_n + 1."""
-    task = TwoSum(n, M, t, causal)
-    return table_bytes(task.M + task.n + 2, 3 * code_width(task.M) + 2 * code_width(task.n) + 1)
-
-
-def build(n: int, M: int, t: int, causal: bool = False) -> Network:
-    """The one-layer network; its readout at position i is y_i (output vocabulary {0, 1})."""
+def supported_task(n: int, M: int, t: int, causal: bool = False) -> TwoSum:
+    """The task, refused (ParameterError) beyond the sizes this construction is stated for."""
     task = TwoSum(n, M, t, causal)
     for name, value in (("n", task.n), ("M", task.M)):
         if value > MAX_SIZE:
             raise ParameterError(f"the two_sum construction needs {name} <= 2^24 = {MAX_SIZE} (its tables are "
                                  f"materialised, and its float64 error bound is stated for that range), got {value}")
+    return task
+
+
+def memory_bytes(n: int, M: int, t: int, causal: bool = False) -> int:
+    """What `build` allocates: the token and position tables of width d_model = 3 b_M + 2 b_n + 1."""
+    task = supported_task(n, M, t, causal)
+    return table_bytes(task.M + task.n + 2, 3 * code_width(task.M) + 2 * code_width(task.n) + 1)
+
+
+def build(n: int, M: int, t: int, causal: bool = False) -> Network:
+    """The one-layer network; its readout at position i is y_i (output vocabulary {0, 1})."""
+    task = supported_task(n, M, t, causal)
     b_M = code_width(task.M)
     b_n = code_width(task.n)
 

@@ -45,7 +45,7 @@ QUICK_SIZES = [32]
 BLOCKS = [(4, 1), (8, 2)]
 BELOW = {"H": 1, "d_head": 1, "d_model": 1, "format": "fp16"}
 EFFORT = {"samples": 500, "hypothesis_examples": 30, "collision_attempts": 2}
-TRAINING = {"train_seeds": 2, "train_steps": 400, "train_seconds": 15.0}
+TRAINING = {"train_seeds": 2, "train_steps": 400}
 
 HEADER = ["| n = M | B | k | network | weights | format | H | d | p | Hdp | B·log2 n | result |",
           "|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---|"]

@@ -134,3 +134,22 @@ def test_bad_configuration_and_levels_are_one_line_errors(tmp_path, capsys):
     assert main(["hierarchy", "--out", str(tmp_path), "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("witness: error:") for line in err)
+
+
+def test_a_trained_probe_counts_only_where_its_control_learned():
+    from verify.hierarchy import judge_against_controls
+
+    def probe(L, name, failing, tried, control=False, weights="trained"):
+        return {"stage": "probe", "L": L, "task": "composition", "name": name, "weights": weights,
+                "architecture": f"arch {name}", "control": control, "failing": failing, "tried": tried,
+                "evidence": "counted"}
+
+    rows = [probe(1, "control1", 2, 200, control=True), probe(1, "hybrid1", 150, 200),
+            probe(2, "control2", 100, 200, control=True), probe(2, "hybrid2", 190, 200),
+            probe(2, "random2", 199, 200, weights="random"), probe(3, "hybrid3", 5, 200)]
+    judged = {row["name"]: row for row in judge_against_controls(rows)}
+    assert judged["hybrid1"]["control_learned"] and "counts as evidence" in judged["hybrid1"]["evidence"]
+    assert "not that none exists" in judged["hybrid1"]["evidence"]
+    assert not judged["hybrid2"]["control_learned"] and "no evidence" in judged["hybrid2"]["evidence"]
+    assert judged["random2"]["evidence"] == "counted"  # random weights are judged by their own words
+    assert "no trained control" in judged["hybrid3"]["evidence"]

@@ -69,7 +69,7 @@ def test_training_a_hybrid_keeps_each_form():
     layers = (LayerSpec(mixer="retnet", d_mlp=8), LayerSpec(mixer="gated_deltanet", d_mlp=8), LayerSpec(d_mlp=8))
     architecture = Architecture(H=1, d_head=2, d_model=4, layers=layers)
     before = architecture.initial_network(task, 0)
-    trained, report = train(architecture, task, steps=5, seed=0, eval_every=5, stop_at_accuracy=None)
+    trained, report = train(architecture, task, steps=5, seed=0, eval_every=5)
     assert [layer.mixer.kind for layer in trained.layers] == ["retnet", "gated_deltanet", "attention"]
     assert not np.any(trained.layers[0].mixer.W_alpha)
     for name in ("blocks.0.attn.b_alpha", "blocks.1.attn.W_beta", "blocks.1.attn.W_alpha", "blocks.2.attn.W_Q"):

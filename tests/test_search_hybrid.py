@@ -6,6 +6,8 @@ the search code is trusted for nothing it reports.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,9 @@ from witness.execute import run
 from witness.tasks import Composition
 
 TASK = Composition(L=2, m=4, n=(4,))
-LOW = arithmetic(parse_format("float:3,4"), "strict")  # p = 8: small enough for prefixes to collide
+# p = 5: small enough for random prefixes to collide (with the initialisation's score temperature they stop
+# colliding at p = 8)
+LOW = arithmetic(parse_format("float:1,3"), "strict")
 
 
 def reference(task: Composition, tokens) -> int:
@@ -108,8 +112,7 @@ def test_gap_lengths():
 def test_trained_weights_keep_the_best_seed():
     architecture = architectures.full_architecture(1, 1, 4, 8)
     task = Composition(L=1, m=3)
-    network, source = architectures.network(architecture, task, "trained", seed=0, train_seeds=2, train_steps=20,
-                                            train_seconds=None)
+    network, source = architectures.network(architecture, task, "trained", seed=0, train_seeds=2, train_steps=20)
     accuracies = [report["accuracy"] for report in source.as_dict()["training"]]
     assert sorted({r["seed"] for r in source.training}) == [0, 1]
     assert accuracies[0] == max(accuracies) == source.as_dict()["best_accuracy"]
@@ -161,31 +164,31 @@ def test_search_full_report(tmp_path):
                          samples=300, hypothesis_examples=20)
     saved = witness.load(path)
     assert report.network == path and report.failures and report.pairs
-    assert report.budget["Hdp"] == 1 * 8 * 8
+    assert report.budget["Hdp"] == 1 * 8 * 5
     for failure in report.failures:
         assert_replayable_failure(saved, failure, LOW)
     methods = [p["method"] for p in report.searched["probes"]]
-    assert methods == ["sampled", "hypothesis", "boundary_pairs"]
+    assert methods == ["sampled", "margin", "hypothesis_margin", "hypothesis", "boundary_pairs"]
     assert report.searched["inputs"] == sum(p["inputs"] for p in report.searched["probes"])
 
 
 def test_cli_search_full_json_and_replay(tmp_path, capsys):
     path = str(tmp_path / "net.npz")
     argv = ["search", "full", "--L", "2", "--m", "4", "--n", "4", "--layers", "1", "--H", "1", "--d-head", "4",
-            "--d-model", "8", "--format", "float:3,4", "--semantics", "strict", "--weights", "random", "--seed", "0",
+            "--d-model", "8", "--format", "float:1,3", "--semantics", "strict", "--weights", "random", "--seed", "0",
             "--save-network", path, "--samples", "300", "--pair-prefixes", "256", "--json"]
     assert main(argv) == 1  # docs/conventions.md §7: exit 1 when a failure was found
     payload = single_json(capsys)
     assert {"network", "budget", "failures", "pairs", "searched"} <= set(payload)
     assert payload["network"] == path
-    assert {"H", "d", "p", "Hdp"} <= set(payload["budget"]) and payload["budget"]["p"] == 8
+    assert {"H", "d", "p", "Hdp"} <= set(payload["budget"]) and payload["budget"]["p"] == 5
     assert payload["failures"] and payload["pairs"]
     assert set(payload["failures"][0]) == {"tokens", "expected", "output"}
     assert set(payload["pairs"][0]) == {"a", "b", "expected_a", "expected_b", "output"}
     assert {"probes", "inputs", "seconds"} <= set(payload["searched"])
     for failure in payload["failures"]:
         tokens = ",".join(map(str, failure["tokens"]))
-        assert main(["run", path, "--tokens", tokens, "--format", "float:3,4", "--semantics", "strict", "--json"]) == 0
+        assert main(["run", path, "--tokens", tokens, "--format", "float:1,3", "--semantics", "strict", "--json"]) == 0
         replayed = single_json(capsys)["output"]
         assert replayed == failure["output"] != reference(TASK, failure["tokens"])
 
@@ -245,7 +248,7 @@ def test_search_hybrid_pairs_cross_the_recurrent_state_equally(tmp_path):
                            seed=0, save_network=path, samples=200, hypothesis_examples=10, pair_prefixes=256)
     saved = witness.load(path)
     assert architectures.layer_kinds(saved) == ["rnn", "attention", "rnn"]
-    assert report.budget["state_bits"] == 2 * 1 * 4 * 8  # two rnn layers, H d_state p each
+    assert report.budget["state_bits"] == 2 * 1 * 4 * 5  # two rnn layers, H d_state p each
     assert report.pairs
     for pair in report.pairs:
         assert pair.expected_a == reference(TASK, pair.a) != pair.expected_b == reference(TASK, pair.b)
@@ -273,8 +276,21 @@ def test_cli_search_hybrid_json_shape(tmp_path, capsys):
 
 def test_cli_search_text_names_what_was_found(tmp_path, capsys):
     argv = ["search", "full", "--L", "2", "--m", "4", "--n", "4", "--layers", "1", "--H", "1", "--d-head", "4",
-            "--d-model", "8", "--format", "float:3,4", "--samples", "100"]
+            "--d-model", "8", "--format", "float:1,3", "--samples", "100"]
     assert main(argv) == 1
     text = capsys.readouterr().out
-    assert text.startswith("5 failures, 5 indistinguishable pairs in ") and "Hdp 64" in text
+    counted = re.match(r"(\d+) of (\d+) inputs failed \(sampled (\d+)/100, margin (\d+)/100, "
+                       r"hypothesis_margin (\d+)/\d+, hypothesis (\d+)/\d+; (\d+) kept below", text)
+    assert counted and int(counted[1]) >= int(counted[7]) == 5 and int(counted[2]) > int(counted[1])
+    assert int(counted[1]) == sum(int(counted[k]) for k in (3, 4, 5, 6))
+    assert "Hdp 40" in text
     assert "failure: tokens " in text and "pair: " in text
+
+
+def test_counting_says_when_pairs_are_forced():
+    from verify.search.hybrid import counting
+
+    assert counting(Composition(L=1, m=8), 20) == {"applies": True, "table_bits": 24.0, "state_bits": 20,
+                                                   "forced": True}
+    assert not counting(Composition(L=1, m=8), 24)["forced"]  # the state holds exactly the table's 8 * 3 bits
+    assert not counting(Composition(L=1, m=8), 0)["applies"]  # full attention carries no state

@@ -108,7 +108,8 @@ def test_search_sparse_report_and_replay(tmp_path, capsys):
     assert {"H", "d_head", "d_model", "d", "p", "Hdp", "block", "k", "B_log2_n"} <= set(payload["budget"])
     assert payload["budget"]["B_log2_n"] == 16.0  # B log2 n = 4 * 4
     assert payload["failures"] and payload["pairs"]
-    assert {"sampled", "hypothesis", "summary_collisions"} == {p["method"] for p in payload["searched"]["probes"]}
+    assert {"sampled", "margin", "hypothesis_margin", "hypothesis", "summary_collisions"} == {
+        p["method"] for p in payload["searched"]["probes"]}
     failure = payload["failures"][0]
     assert set(failure) == {"tokens", "expected", "output"}
     assert failure["expected"] == two_sum_answer(failure["tokens"], 8, 0, False) != failure["output"]
@@ -169,7 +170,7 @@ def test_random_weights_at_low_precision(tmp_path):
 
 def test_trained_weights_keep_the_best_seed():
     report = search_sparse(TASK, block=4, k=1, **SHAPE, arith=FP16, weights="trained", seed=0, train_seeds=2,
-                           train_steps=5, train_seconds=None, samples=50, hypothesis_examples=5,
+                           train_steps=5, samples=50, hypothesis_examples=5,
                            collision_attempts=1)
     training = report.searched["weights"]["training"]
     assert [run["seed"] for run in training] in ([0, 1], [1, 0])

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
-from tqdm import tqdm
 
 from verify.result import Counterexample, Result, Status
+from witness.progress import bar
 from witness import strategies
 from witness.arith import FLOAT64, Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
@@ -93,7 +93,7 @@ def check_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
     checked = failures = 0
     counterexample = None
     detail = dict(detail or {})
-    with tqdm(total=total, desc=method, unit="input", disable=None, leave=False) as progress:
+    with bar(total=total, desc=method, unit="input") as progress:
         for batch in batches:
             wrong, overflow = wrong_rows_until_overflow(network, batch, arith)
             if overflow is not None:

@@ -10,7 +10,9 @@ For every depth L of the configuration:
    tables m = n_1 = ... = 2^j), under strict and theory semantics, for the first plot.
 3. **probes** -- within the (L+1)-layer construction's budget (its H, d_head, d_model and its p* format): the
    hybrid with L-1 full layers plus linear layers (`verify.search.hybrid.search_hybrid`) and L layers of full
-   attention (`search_full`), per weight kind and seed; for 2-Sum the one-layer construction(s) are certified and
+   attention (`search_full`), per weight kind and seed, and -- where weights are trained -- the trained control,
+   L + 1 full layers at the same budget and protocol: a trained probe row counts as evidence only where its
+   control learned (`judge_against_controls`), and every probe row counts failing / tried inputs; for 2-Sum the one-layer construction(s) are certified and
    one (B,k)-sparse layer is probed within their budget (`verify.search.sparse.search_sparse`). Every failure a
    probe reports was confirmed by `verify.search.report`, so it replays with `witness run FILE --tokens ...`. A
    probe that finds nothing has searched, not proved; a failure shows that *this* network fails, not that every
@@ -29,8 +31,9 @@ the workers share. A construction that is not installed (its entry point missing
 The configuration is JSON: `hierarchy.json` next to this module is the embedded default; its `quick` section
 overrides whole sections for `--quick`. Fields: `levels` {L: {m, n}}; `certify` {family, semantics,
 fallback_format}; `precision_sweep` {family, log2_m: {semantics: [j, ...]}}; `probes` {runs: [{weights, seed}],
-mixer, linear_per_gap, effort}; `two_sum` {n, M, t, block, k, runs, effort}; `separation` {L: [...]} (optional). `effort` holds the search
-function's own keyword settings (samples, hypothesis_examples, train_seconds, ...), passed through unchanged.
+mixer, linear_per_gap, effort}; `two_sum` {n, M, t, block, k, runs, effort}; `separation` {L: [...]} (optional);
+`capacity` (optional): the fields of `verify.capacity.CapacitySpec`, a capacity curve trained in stage 3. `effort` holds the search
+function's own keyword settings (samples, hypothesis_examples, train_steps, ...), passed through unchanged.
 """
 
 from __future__ import annotations
@@ -42,15 +45,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
 
-from verify import hierarchy_report, precision, separation
+from verify import capacity, hierarchy_report, precision, separation
 from verify.certify import certify
 from verify.hierarchy_report import CERTIFIED, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN
 from verify.result import Status
 from verify.search import bounds as theorem_bounds
 from verify.search.hybrid import search_full, search_hybrid
+from verify.search.probes import failing_and_tried
 from verify.search.sparse import search_sparse
+from witness.progress import bar
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import FileFormatError, ParameterError, WitnessError
@@ -62,6 +66,9 @@ from witness.tasks import Composition, TwoSum
 DEFAULT_CONFIG = Path(__file__).with_name("hierarchy.json")
 SECTIONS = ("levels", "certify", "precision_sweep", "probes", "two_sum")
 
+
+#: A trained control "learned" when at most this fraction of the inputs its search ran failed.
+CONTROL_FAILING = 0.02
 
 #: The composition constructions of stage 1: (name, architecture with L filled in).
 COMPOSITION_CONSTRUCTIONS = (
@@ -92,6 +99,7 @@ class Config:
     effort: dict[str, Any]
     two_sum: dict[str, Any]
     separation: tuple[int, ...] = ()
+    capacity: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for L, m, n in self.levels:
@@ -103,6 +111,8 @@ class Config:
         if not self.runs or not self.two_sum["runs"]:
             raise ParameterError("probes need at least one run (weights, seed)")
         TwoSum(self.two_sum["n"], self.two_sum["M"], self.two_sum["t"])
+        if self.capacity is not None:
+            capacity.CapacitySpec(**self.capacity)  # raises ParameterError on a bad curve
 
     def select(self, depths: list[int] | None) -> Config:
         """The same configuration restricted to the depths `depths` (each must be configured)."""
@@ -145,7 +155,8 @@ def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
             mixer=str(probes["mixer"]), linear_per_gap=int(probes["linear_per_gap"]), effort=dict(probes["effort"]),
             two_sum={**{key: two_sum[key] for key in ("n", "M", "t", "block", "k", "effort")},
                      "runs": _runs(two_sum["runs"])},
-            separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])))
+            separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])),
+            capacity=raw.get("capacity"))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, WitnessError):
             raise
@@ -208,6 +219,7 @@ def precision_job(job: dict[str, Any]) -> dict[str, Any]:
 SEARCHES = {
     "hybrid": (search_hybrid, "{Lm1} full + {linear} {mixer} per gap (probe)"),
     "full": (search_full, "{L} full attention layers (probe)"),
+    "control": (search_full, "{L1} full attention layers (trained control)"),
     "sparse": (search_sparse, "1 ({block},{k})-sparse layer (probe)"),
 }
 
@@ -218,7 +230,7 @@ def probe_job(job: dict[str, Any]) -> dict[str, Any]:
     row = {"stage": "probe", "L": job["L"], "task": job["task"], "name": job["name"],
            "architecture": job["architecture"], "params": job["params"], "weights": job["weights"],
            "seed": job["seed"], "format": job["format"], "semantics": job["semantics"], "network": None,
-           "certificate": None, "budget": job["budget"]}
+           "certificate": None, "budget": job["budget"], "control": job["architecture_kind"] == "control"}
     task = Composition(**job["params"]) if job["task"] == "composition" else TwoSum(**job["params"])
     network_path = f"networks/{job['name']}.npz"
     shape = {key: job["budget"][key] for key in ("H", "d_head", "d_model")}
@@ -226,17 +238,53 @@ def probe_job(job: dict[str, Any]) -> dict[str, Any]:
                     arith=arithmetic(parse_format(job["format"]), job["semantics"]), weights=job["weights"],
                     seed=job["seed"], save_network=str(Path(job["out"]) / network_path))
     found = report.as_dict()
-    inputs = found["searched"].get("inputs")
+    failing, tried = failing_and_tried(found["searched"])
     accuracy = found["searched"].get("weights", {}).get("best_accuracy")
-    trained = "" if accuracy is None else f"; trained to accuracy {accuracy:.3f} (float64 executor)"
     row.update(network=network_path if report.network else None, budget=found["budget"],
-               failures=found["failures"], pairs=found["pairs"], searched=found["searched"])
-    if found["failures"] or found["pairs"]:
-        return {**row, "status": FAILURES,
-                "evidence": f"{len(found['failures'])} failures, {len(found['pairs'])} indistinguishable pairs "
-                            f"(in {inputs} inputs){trained}; this network fails, not every network of the architecture"}
-    return {**row, "status": NONE_FOUND,
-            "evidence": f"none found in {inputs} inputs{trained} (a search, not a proof)"}
+               failures=found["failures"], pairs=found["pairs"], searched=found["searched"], failing=failing,
+               tried=tried, trained_accuracy=accuracy)
+    if task.name == "composition":
+        table = task.domain_sizes[-1]
+        row["table_bits"] = round(table * math.log2(table), 1) if table > 1 else 0.0
+    kept = f"{len(found['failures'])} kept as replayable examples"
+    counts = f"{failing} of {tried} inputs failed at {job['format']} ({kept})"
+    if found["pairs"]:
+        counts += f"; {len(found['pairs'])} indistinguishable pairs"
+    if job["weights"] == "random":
+        meaning = "random weights: a failure here says nothing about what the architecture can learn"
+    elif job["weights"] == "trained":
+        meaning = f"trained to accuracy {accuracy:.3f} (float64 executor, held-out inputs)"
+    else:
+        meaning = f"{job['weights']} weights"
+    status = FAILURES if failing or found["pairs"] else NONE_FOUND
+    evidence = f"{counts}; {meaning}" if status == FAILURES else \
+        f"none of {tried} inputs failed at {job['format']} (a search, not a proof); {meaning}"
+    return {**row, "status": status, "evidence": evidence}
+
+
+def judge_against_controls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A trained probe row counts as evidence only where the trained control of its depth -- L + 1 full layers at
+    the same budget, format and training protocol -- learned the task (at most CONTROL_FAILING of its inputs
+    failed); the row says which, in words."""
+    controls = {row["L"]: row for row in rows if row.get("control")}
+    judged = []
+    for row in rows:
+        if row["stage"] != "probe" or row.get("control") or row["weights"] != "trained" or row["task"] != "composition":
+            judged.append(row)
+            continue
+        control = controls.get(row["L"])
+        if control is None:
+            judged.append({**row, "evidence": row["evidence"] + "; no trained control at this depth: no evidence"})
+            continue
+        rate = control["failing"] / max(1, control["tried"])
+        learned = rate <= CONTROL_FAILING
+        verdict = (f"the trained control ({control['architecture']}) failed {control['failing']} of "
+                   f"{control['tried']} inputs, so it learned: this row counts as evidence that training did not "
+                   "find a solution for this architecture at this budget (not that none exists)") if learned else \
+            (f"the trained control ({control['architecture']}) failed {control['failing']} of {control['tried']} "
+             "inputs: it did not learn either, so this row is no evidence about the architecture")
+        judged.append({**row, "control_learned": learned, "evidence": row["evidence"] + "; " + verdict})
+    return judged
 
 
 def separation_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -263,7 +311,7 @@ def separation_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job,
-        "separation": separation_job}
+        "separation": separation_job, "capacity": capacity.point_job}
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -326,6 +374,13 @@ def probe_jobs(config: Config, out: Path, constructions: dict[str, dict[str, Any
             {"full_layers": L - 1, "linear_per_gap": config.linear_per_gap, "mixer": config.mixer},
             config.runs, config.effort)
         add("full", L, "composition", params, reference, {"layers": L}, config.runs, config.effort)
+        trained = tuple(run for run in config.runs if run[0] == "trained")
+        if trained:
+            add("control", L, "composition", params, reference, {"layers": L + 1}, trained, config.effort)
+    if config.capacity is not None:
+        spec = capacity.CapacitySpec(**config.capacity)
+        jobs += [{"kind": "capacity", "spec": config.capacity, "size": size, "architecture": name, "seed": seed}
+                 for size in spec.sizes for name in spec.architectures() for seed in spec.seeds]
     two_sum = config.two_sum
     add("sparse", None, "two_sum", {"n": two_sum["n"], "M": two_sum["M"], "t": two_sum["t"]},
         constructions["two_sum"], {"block": two_sum["block"], "k": two_sum["k"]}, two_sum["runs"],
@@ -363,32 +418,36 @@ def bounds_rows(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, An
 STAGES = ("constructions, p* sweep and separation", "probes", "bounds", "report")
 
 
-def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), progress: bool = True) -> dict[str, Any]:
+def hierarchy(out: str | Path, config: Config, engine: Engine = Engine()) -> dict[str, Any]:
     """Run every stage and write DIR/report.md, DIR/report.json, DIR/plots/*.png, DIR/networks, DIR/certificates.
     Returns the report's JSON object."""
     out = Path(out).resolve()
     for folder in ("networks", "certificates", "plots"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
-    with tqdm(total=len(STAGES), desc="hierarchy", unit="stage", disable=None if progress else True) as bar:
+    with bar(total=len(STAGES), desc="hierarchy", unit="stage") as stages:
         def stage(name: str, action):
-            bar.set_postfix_str(name)
+            stages.set_postfix_str(name)
             start = time.perf_counter()
             value = action()
             seconds[name] = round(time.perf_counter() - start, 2)
-            bar.update(1)
+            stages.update(1)
             return value
 
-        label = "jobs" if progress else None
-        first = stage(STAGES[0], lambda: sweep(run_job, first_jobs(config, out), engine, progress=label))
+        first = stage(STAGES[0], lambda: sweep(run_job, first_jobs(config, out), engine, progress="jobs"))
         constructions = {row["name"]: row for row in first if row["stage"] == "construction"}
         probes = stage(STAGES[1], lambda: sweep(run_job, probe_jobs(config, out, constructions), engine,
-                                                progress=label))
-        rows = [row for row in first if row["stage"] in ("construction", "separation")] + probes
+                                                progress="jobs"))
+        curve = [row for row in probes if "stage" not in row]  # capacity points
+        probes = [row for row in probes if "stage" in row]
+        rows = [row for row in first if row["stage"] in ("construction", "separation")] + judge_against_controls(probes)
         limits = stage(STAGES[2], lambda: bounds_rows(config, rows))
         report = {"config": config_dict(config), "engine": engine.describe(), "rows": rows,
                   "precision": [row for row in first if row["stage"] == "precision"], "bounds": limits,
                   "seconds": seconds}
+        if config.capacity is not None:
+            spec = capacity.CapacitySpec(**config.capacity)
+            report["capacity"] = {"spec": config.capacity, "rows": curve, "summary": capacity.summarise(spec, curve)}
         report["plots"] = stage(STAGES[3], lambda: hierarchy_report.write(out, report))
     (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report
@@ -403,4 +462,4 @@ def config_dict(config: Config) -> dict[str, Any]:
             "probes": {"runs": [{"weights": w, "seed": s} for w, s in config.runs], "mixer": config.mixer,
                        "linear_per_gap": config.linear_per_gap, "effort": config.effort},
             "two_sum": {**config.two_sum, "runs": [{"weights": w, "seed": s} for w, s in config.two_sum["runs"]]},
-            "separation": {"L": list(config.separation)}}
+            "separation": {"L": list(config.separation)}, "capacity": config.capacity}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from verify import capacity
+
 #: Row statuses. Only CERTIFIED is a statement about every input.
 CERTIFIED, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
     "certified", "unknown", "failures found", "none found", "not available")
@@ -33,16 +35,24 @@ def _cell(value: Any) -> str:
 
 
 def results_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| L | task | architecture | network | H | d | p | Hdp | state bits | status | evidence |",
-             "|---:|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+    lines = ["| L | task | architecture | network | H | d | p | Hdp | C (state bits) | N·log2 N | failing / tried "
+             "| status | evidence |",
+             "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in sorted(rows, key=_order):
         b = row.get("budget") or {}
         network = f"`{row['network']}`" if row.get("network") else "—"
+        tried = f"{row['failing']} / {row['tried']}" if "tried" in row else "—"
         lines.append(f"| {_cell(row['L'])} | {row['task']} | {row['architecture']} | {network} | {_cell(b.get('H'))} "
                      f"| {_cell(b.get('d'))} | {_cell(b.get('p'))} | {_cell(b.get('Hdp'))} "
-                     f"| {_cell(b.get('state_bits', 0 if b else None))} | **{row['status']}** "
-                     f"| {row['evidence']} |")
+                     f"| {_cell(b.get('state_bits', 0 if b else None))} | {_cell(row.get('table_bits'))} | {tried} "
+                     f"| **{row['status']}** | {row['evidence']} |")
     return lines
+
+
+def forced_text(rows: list[dict[str, Any]]) -> str:
+    forced = [row["name"] for row in rows if row.get("table_bits") is not None
+              and 0 < (row.get("budget") or {}).get("state_bits", 0) < row["table_bits"]]
+    return f"rows {', '.join(forced)}" if forced else "no row here is that large"
 
 
 def bounds_table(limits: list[dict[str, Any]]) -> list[str]:
@@ -110,6 +120,16 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         drawn = []
         plots = ["Plots not drawn: they need matplotlib (`pip install -e '.[plots]'`)."]
     missing = sorted({row["name"] for row in rows if row["status"] == NOT_AVAILABLE})
+    curve = []
+    if "capacity" in report:
+        curve = ["## Capacity curves: where trained architectures part", "", capacity.markdown(report["capacity"],
+                                                                                            heading="###")]
+        try:
+            capacity.plot(report["capacity"], out / "plots" / "capacity.png")
+            drawn.append("plots/capacity.png")
+            curve += ["![accuracy against N log2 N / C](plots/capacity.png)", ""]
+        except ImportError:
+            pass
     lines = [
         "# The hierarchy, reproduced",
         "",
@@ -127,8 +147,12 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         "",
         "Budget: H heads, d = max(d_head, ⌈d_model/H⌉), p bits of the format (a construction's p is its p*, the "
         "fewest bits at which certify proves it; each probe runs at the p* format of the construction it is "
-        "compared with), Hdp = H·d·p; state bits are the recurrent state of linear layers.",
+        "compared with), Hdp = H·d·p; C is the state the recurrent layers carry between positions, in bits; "
+        "N·log2 N is what the last table z_L holds (N = N_{L-1} entries of N values each). Counting forces two "
+        f"inputs to share a state only where N·log2 N > C: {forced_text(rows)}. failing / tried counts every "
+        "input the row's probes ran at its format.",
         "",
+        *curve,
         "## Do the theorems cover these sizes?",
         "",
         *bounds_table(report["bounds"]),

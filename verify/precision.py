@@ -31,6 +31,7 @@ from verify.result import Result, Status
 from witness.arith.formats import Fixed, Float
 from witness.arith.semantics import SEMANTICS, arithmetic
 from witness.errors import OverflowInFormat, ParameterError
+from witness.progress import bar
 from witness.ir import Network
 from witness.registry import compile as compile_network
 from witness.tasks.composition import Composition
@@ -133,6 +134,7 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
         raise ParameterError(f"search must be one of {SEARCHES}, got {search!r}")
     spec = FAMILIES[family]
     trials: dict[tuple[int, int], Trial] = {}
+    progress = bar(total=None, desc=f"min-precision ({family}, {semantics})", unit="format")
 
     def runnable(range_bits: int, precision_bits: int) -> bool:
         try:
@@ -145,6 +147,8 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
         key = (range_bits, precision_bits)
         if key not in trials:
             fmt = spec.make(range_bits, precision_bits)
+            progress.set_postfix_str(fmt.name, refresh=False)
+            progress.update(1)
             try:
                 result = checker(fmt, semantics)
                 trials[key] = Trial(fmt.name, fmt.bits, result.status.value, str(result.detail.get("reason", "")))
@@ -156,19 +160,20 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
         return [(r, p - 1 - r) for r in spec.range_widths if p - 1 - r in spec.precision_widths(r)]
 
     best: tuple[int, int] | None = None  # (range_bits, precision_bits)
-    if search == "every-split":
-        for p in range(2, max_bits + 1):
-            found = [split for split in splits(p) if runnable(*split) and verifies(*split)]
-            if found:
-                best = found[0]
-                break
-    else:
-        best = _bisect(spec, max_bits, runnable, verifies)
-        while best is not None:
-            lower = [split for split in splits(sum(best)) if runnable(*split) and verifies(*split)]
-            if not lower:
-                break
-            best = lower[0]
+    with progress:
+        if search == "every-split":
+            for p in range(2, max_bits + 1):
+                found = [split for split in splits(p) if runnable(*split) and verifies(*split)]
+                if found:
+                    best = found[0]
+                    break
+        else:
+            best = _bisect(spec, max_bits, runnable, verifies)
+            while best is not None:
+                lower = [split for split in splits(sum(best)) if runnable(*split) and verifies(*split)]
+                if not lower:
+                    break
+                best = lower[0]
 
     violations = tuple((trials[a].format, trials[b].format) for a in trials for b in trials
                        if a[0] == b[0] and a[1] < b[1] and trials[a].status == "verified"

@@ -22,6 +22,7 @@ from verify.dataflow import draw as draw_dataflow
 from verify.result import Status
 from verify.search import bounds as theorem_bounds
 from verify.search.hybrid import PAIR_PREFIXES, search_full, search_hybrid
+from verify.search.probes import failing_and_tried
 from verify.search.hybrid import SAMPLES as SEARCH_SAMPLES
 from verify.search.sparse import search_sparse
 from witness.arith import Arithmetic, Format, arithmetic, parse_format
@@ -30,6 +31,7 @@ from witness.arith.semantics import SEMANTICS
 from witness.errors import InputError, WitnessError
 from witness.execute import run as execute_run
 from witness.io import load
+from witness.progress import quiet, set_quiet
 from witness.registry import builder, compile, construction_names
 from witness.tasks import Composition, TwoSum
 
@@ -407,7 +409,7 @@ def cmd_check_certificate(args: argparse.Namespace, extra: list[str]) -> None:
 # -- search -------------------------------------------------------------------------------------------------
 def add_search_options(parser: argparse.ArgumentParser) -> None:
     """What every `witness search ARCH` shares: the head shape, the arithmetic, where the weights come from."""
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_options(parser)
     parser.add_argument("--H", type=int, required=True, help="heads per layer")
     parser.add_argument("--d-head", type=int, required=True, help="head dimension")
     parser.add_argument("--d-model", type=int, required=True, help="residual width")
@@ -427,9 +429,18 @@ def search_arithmetic(args: argparse.Namespace) -> Arithmetic:
 
 def search_text(report) -> str:
     budget = report.budget
-    lines = [f"{len(report.failures)} failures, {len(report.pairs)} indistinguishable pairs in "
-             f"{report.searched['inputs']} inputs ({report.format} {report.semantics}; H {budget['H']}, "
-             f"d {budget['d']}, p {budget['p']}, Hdp {budget['Hdp']})"]
+    failing, tried = failing_and_tried(report.searched)
+    per_probe = ", ".join(f"{record['method']} {record['failing']}/{record['inputs']}"
+                          for record in report.searched["probes"] if "failing" in record)
+    lines = [f"{failing} of {tried} inputs failed ({per_probe}; {len(report.failures)} kept below, each confirmed "
+             f"by a fresh run); {len(report.pairs)} indistinguishable pairs; {report.searched['inputs']} inputs run "
+             f"in all ({report.format} {report.semantics}; H {budget['H']}, d {budget['d']}, p {budget['p']}, "
+             f"Hdp {budget['Hdp']}, state bits {budget.get('state_bits', 0)})"]
+    counted = report.searched.get("counting", {})
+    if counted.get("applies"):
+        lines.append(f"counting: the last table holds N·log2 N = {counted['table_bits']:g} bits, the recurrent state "
+                     f"C = {counted['state_bits']}: pairs are " + ("forced by counting" if counted["forced"] else
+                                                                 "not forced by counting (the state can hold it)"))
     lines += [f"failure: tokens {','.join(map(str, f.tokens))}; expected {f.expected}, got {f.output}"
               for f in report.failures]
     lines += [f"pair: {','.join(map(str, p.a))} | {','.join(map(str, p.b))}; answers {p.expected_a} and "
@@ -485,6 +496,135 @@ def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> int:
     return _emit_search(args, report)
 
 
+# -- train --------------------------------------------------------------------------------------------------
+def train_task(args: argparse.Namespace):
+    """`train composition --L --m [--n ...]` or `train two_sum --n --M [--t] [--causal]`."""
+    if args.task == "composition":
+        if args.L is None or args.m is None or args.M is not None or args.causal:
+            raise CliError("train composition takes --L L --m M [--n N_1 .. N_{L-1}]")
+        return Composition(L=args.L, m=args.m, n=tuple(args.n))
+    if args.L is not None or args.m is not None or len(args.n) != 1 or args.M is None:
+        raise CliError("train two_sum takes --n N --M M [--t T] [--causal]")
+    return TwoSum(args.n[0], args.M, args.t, args.causal)
+
+
+def train_architecture(args: argparse.Namespace, task):
+    """The architecture `--arch` names, with the shape options each kind needs (and no others)."""
+    from verify.search.architectures import full_architecture, hybrid_architecture
+    from verify.search.sparse import sparse_architecture
+
+    shape = {"H": args.H, "d_head": args.d_head, "d_model": args.d_model, "mlp_ratio": args.mlp_ratio}
+    given = {name for name in ("layers", "full_layers", "linear_per_gap", "mixer", "block", "k")
+             if getattr(args, name) is not None}
+    needs = {"full": {"layers"}, "hybrid": {"full_layers", "linear_per_gap", "mixer"}, "sparse": {"block", "k"}}
+    if given != needs[args.arch]:
+        flags = " ".join(f"--{name.replace('_', '-')}" for name in sorted(needs[args.arch]))
+        raise CliError(f"--arch {args.arch} takes {flags} (and no other architecture options)")
+    if args.arch == "sparse" and not isinstance(task, TwoSum):
+        raise CliError("--arch sparse trains two_sum (one block-sparse layer read at every position)")
+    if isinstance(task, TwoSum) and args.arch != "sparse":
+        raise CliError("two_sum is read at every position: train it with --arch sparse")
+    if shape["mlp_ratio"] is None:
+        shape["mlp_ratio"] = 4 if args.arch == "sparse" else 0
+    if args.arch == "full":
+        return full_architecture(args.layers, **shape)
+    if args.arch == "hybrid":
+        gaps = args.linear_per_gap[0] if len(args.linear_per_gap) == 1 else args.linear_per_gap
+        return hybrid_architecture(args.full_layers, gaps, args.mixer, **shape)
+    return sparse_architecture(task, args.block, args.k, **shape)
+
+
+def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
+    """Train from a seeded random initialisation for exactly --steps steps and save the network; the accuracy is
+    the float64 executor's on held-out inputs."""
+    from witness import train
+
+    output = Path(args.output)
+    if output.is_dir():
+        raise CliError(f"-o {output}: is a folder; give a file name (.npz or .safetensors)")
+    task = train_task(args)
+    architecture = train_architecture(args, task)
+    options = {"batch_size": args.batch_size, "warmup": args.warmup, "hop_weight": args.hop_weight}
+    if args.steps is not None:
+        options["steps"] = args.steps
+    sweep, lr = None, args.lr if args.lr is not None else train.DEFAULT_LR
+    if args.lr_sweep:
+        sweep_steps = max(1, options.pop("steps", train.DEFAULT_STEPS) // 4)
+        sweep = train.sweep_lr(architecture, task, steps=sweep_steps, seed=args.seed, lrs=args.lr_sweep, **options)
+        lr = sweep.lr
+        options["steps"] = 4 * sweep_steps if args.steps is None else args.steps
+    network, report = train.train(architecture, task, seed=args.seed, lr=lr, **options)
+    network.save(output)
+    scope = "every input" if report.exhaustive else f"{report.eval_inputs} held-out random inputs"
+    payload = {"network": str(output), "task": task.name, "params": task.params(),
+               "layers": [spec.mixer for spec in architecture.layers],
+               "budget": network.budget(64).as_dict(),
+               "accuracy": {"value": report.accuracy, "inputs": report.eval_inputs, "exhaustive": report.exhaustive,
+                            "format": "fp64", "semantics": "strict",
+                            "correct_means": "every read position's unique argmax is the answer"},
+               **{key: value for key, value in report.as_dict().items() if key not in ("accuracy", "history")},
+               "learning_curve": [{"step": step, "loss": loss, "accuracy_float32": acc}
+                                  for step, loss, acc in report.history],
+               "lr_sweep": None if sweep is None else sweep.as_dict()}
+    chosen = "" if sweep is None else (f" (chosen by a {sweep.steps}-step sweep: "
+                                       + ", ".join(f"{rate:g} -> {acc:.3f}" for rate, acc in sweep.tried) + ")")
+    _emit(args, payload, f"accuracy {report.accuracy:.4f} on {scope} (fp64 executor, strict; correct = unique argmax "
+                         f"is the answer)\n{report.steps} steps, lr {lr:g}{chosen}, seed {report.seed}, final loss "
+                         f"{report.final_loss:.4g}, {report.seconds:.1f} s\nwrote {output}")
+
+
+def add_train_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("task", choices=["composition", "two_sum"])
+    cmd.add_argument("--L", type=int, help="composition: depth")
+    cmd.add_argument("--m", type=int, help="composition: seed range")
+    cmd.add_argument("--n", type=int, nargs="*", default=[], help="composition: n_1 .. n_{L-1}; two_sum: the length")
+    cmd.add_argument("--M", type=int, help="two_sum: the modulus")
+    cmd.add_argument("--t", type=int, default=0, help="two_sum: the target (default 0)")
+    cmd.add_argument("--causal", action="store_true", help="two_sum: the causal variant")
+    cmd.add_argument("--arch", required=True, choices=["full", "hybrid", "sparse"])
+    cmd.add_argument("--layers", type=int, help="full: softmax-attention layers")
+    cmd.add_argument("--full-layers", type=int, help="hybrid: full-attention layers")
+    cmd.add_argument("--linear-per-gap", type=int, nargs="+", help="hybrid: recurrent layers per gap")
+    cmd.add_argument("--mixer", help="hybrid: recurrent mixer kind (linear, gla, deltanet, ...)")
+    cmd.add_argument("--block", type=int, help="sparse: block size B")
+    cmd.add_argument("--k", type=int, help="sparse: other blocks each query keeps")
+    cmd.add_argument("--H", type=int, required=True, help="heads per layer")
+    cmd.add_argument("--d-head", type=int, required=True, help="head dimension")
+    cmd.add_argument("--d-model", type=int, required=True, help="residual width")
+    cmd.add_argument("--mlp-ratio", type=int, help="an MLP of width R x d_model after every layer (default: none "
+                                                   "for full and hybrid, whose pointer look-ups train more reliably "
+                                                   "without; 4 for sparse, whose comparison needs one)")
+    cmd.add_argument("--steps", type=int, help="optimiser steps (default witness.train.DEFAULT_STEPS, 4000)")
+    cmd.add_argument("--seed", type=int, default=0, help="initialisation and data seed (default 0)")
+    cmd.add_argument("--lr", type=float, help="peak learning rate (default witness.train.DEFAULT_LR, 3e-3)")
+    cmd.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR",
+                     help="first train steps/4 steps at each of these and keep the best on a validation stream")
+    cmd.add_argument("--batch-size", type=int, default=64)
+    cmd.add_argument("--warmup", type=int, help="warm-up steps (default steps / 20)")
+    cmd.add_argument("--hop-weight", type=float,
+                     help="weight of the intermediate-hop targets (composition, L >= 2; default "
+                          "witness.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
+    cmd.add_argument("-o", "--output", required=True, help="where to write the trained network")
+
+
+# -- capacity -----------------------------------------------------------------------------------------------
+def cmd_capacity(args: argparse.Namespace, extra: list[str]) -> None:
+    from verify import capacity
+    from witness.sweep import Engine
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out}: exists and is not a folder")
+    spec = capacity.CapacitySpec(L=args.L, sizes=tuple(args.sizes), H=args.H, d_head=args.d_head,
+                                 d_model=args.d_model, format=args.format, semantics=args.semantics,
+                                 seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
+                                 mixers=tuple(args.mixers), linear_per_gap=args.linear_per_gap,
+                                 eval_inputs=args.eval_inputs)
+    curve = capacity.capacity(spec, Engine(args.workers, args.scheduler))
+    capacity.write(curve, out)
+    _emit(args, curve, capacity.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
+
+
 # -- separation ---------------------------------------------------------------------------------------------
 def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
     if args.L not in separation.FITS:
@@ -533,13 +673,18 @@ def cmd_hierarchy(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 # -- wiring -------------------------------------------------------------------------------------------------
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="witness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, handler, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("--json", action="store_true", help="print one JSON object")
+        add_output_options(cmd)
         cmd.set_defaults(handler=handler)
         return cmd
 
@@ -619,6 +764,28 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("certificate")
     cmd.add_argument("file", nargs="?", help="the network file (not needed for a parametric certificate)")
 
+    cmd = command("train", cmd_train, "train an architecture from a seeded random initialisation for a fixed "
+                                      "number of steps; report its held-out accuracy and save it")
+    add_train_options(cmd)
+
+    cmd = command("capacity", cmd_capacity, "train the (L+1)-layer control, L full layers and the hybrids at one "
+                                            "budget across table sizes N; accuracy against N log2 N / C")
+    cmd.add_argument("--L", type=int, default=1, help="composition depth (default 1)")
+    cmd.add_argument("--sizes", type=int, nargs="+", required=True, metavar="N", help="table sizes N")
+    cmd.add_argument("--H", type=int, default=1)
+    cmd.add_argument("--d-head", type=int, default=4)
+    cmd.add_argument("--d-model", type=int, default=32)
+    cmd.add_argument("--format", default="fp16", metavar="FMT", help="the format accuracy is measured at")
+    cmd.add_argument("--semantics", default="strict", choices=SEMANTICS)
+    cmd.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
+    cmd.add_argument("--steps", type=int, default=3000)
+    cmd.add_argument("--lr", type=float, default=3e-3)
+    cmd.add_argument("--mixers", nargs="+", default=["deltanet", "gla"], help="recurrent mixers of the hybrids")
+    cmd.add_argument("--linear-per-gap", type=int, default=1)
+    cmd.add_argument("--eval-inputs", type=int, default=2048)
+    cmd.add_argument("--out", required=True, metavar="DIR")
+    add_engine_options(cmd)
+
     cmd = command("separation", cmd_separation, "the smallest size at which the (L+1)-layer construction, certified "
                                                 "at its p*, has a budget Theorem 1.1 covers; certificate and report")
     cmd.add_argument("--L", type=int, required=True, help="composition depth (1 and 2 fit a laptop)")
@@ -672,10 +839,12 @@ def main(argv: list[str] | None = None) -> int:
     --json also one JSON object on stdout), never a traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
+    was_quiet = quiet()
     try:
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "compile":
             raise CliError(f"unrecognised arguments: {' '.join(extra)}")
+        set_quiet(was_quiet or args.quiet)
         return args.handler(args, extra) or 0
     except WitnessError as exc:
         return _error(str(exc), argv)
@@ -690,6 +859,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error("out of memory (the work exceeds what this machine has; try a smaller size)", argv)
     except Exception as exc:  # a bug in witness, not in the input: still one line, and named as ours
         return _error(f"internal error ({type(exc).__name__}: {exc}); please report it", argv)
+    finally:
+        set_quiet(was_quiet)
 
 
 def _error(message: str, argv: list[str]) -> int:

@@ -382,3 +382,18 @@ def _mlp(block: MLP, x: np.ndarray, arith: Arithmetic) -> np.ndarray:
     W_in, b_in, W_out, b_out = (arith.weights(a) for a in block.arrays().values())
     hidden = arith.relu(arith.add(arith.matmul(x, W_in), b_in))
     return arith.store(arith.add(arith.matmul(hidden, W_out), b_out))
+
+
+def logit_margins(logits: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """logits [batch, n_read, vocab], answers [batch, n_read] -> per input, the least over its read positions of
+    the right logit minus the largest other one. Positive exactly where the prediction (the unique argmax) is right
+    at every read position: a tie gives 0, and a NaN logit or an undefined difference (inf - inf) gives -inf, as
+    they make the prediction wrong."""
+    logits = np.asarray(logits, dtype=np.float64)
+    right = np.take_along_axis(logits, answers[..., None], axis=-1)[..., 0]
+    others = logits.copy()
+    np.put_along_axis(others, answers[..., None], -np.inf, axis=-1)
+    with np.errstate(invalid="ignore"):
+        per_position = right - others.max(axis=-1)
+    per_position[np.isnan(per_position) | np.isnan(logits).any(axis=-1)] = -np.inf
+    return per_position.min(axis=1)

@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("witness.plots needs matplotlib: pip install 'witness[plots]'") from exc
 
 from witness.errors import InputError, ParameterError
-from witness.execute import check_network_tokens, run
+from witness.execute import check_network_tokens, logit_margins, run
 from witness.ir import RECURRENT_MIXERS, Network
 
 #: Inches per heatmap cell; figures grow with the number of labels so that every label stays readable.
@@ -130,18 +130,13 @@ def weight_matrix(network: Network, name: str, head: int = 0) -> Figure:
 
 
 def margins(network: Network, tokens: Any) -> np.ndarray:
-    """Per input and read position: the answer's logit minus the best other logit (float64 executor). Positive
-    means correct; zero is a tie, which counts as a failure."""
+    """Per input: the answer's logit minus the best other logit, least over the read positions (float64 executor,
+    `witness.execute.logit_margins`). Positive means correct; zero is a tie, which counts as a failure."""
     task = network.task
     if task is None:
         raise ParameterError("the network names no task, so there is no answer to measure a margin against")
     batch = task.check_tokens(tokens)
-    logits = run(network, batch).logits
-    answers = task.answers(batch).reshape(len(batch), -1)
-    right = np.take_along_axis(logits, answers[..., None], axis=-1)[..., 0]
-    others = logits.copy()
-    np.put_along_axis(others, answers[..., None], -np.inf, axis=-1)
-    return right - others.max(axis=-1)
+    return logit_margins(run(network, batch).logits, task.answers(batch).reshape(len(batch), -1))
 
 
 def margin_histogram(network: Network, tokens: Any, bins: int = 40) -> Figure:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from distributed import Client, as_completed
-from tqdm import tqdm
 
 from witness.errors import ParameterError
+from witness.progress import bar
 
 Job = TypeVar("Job")
 #: How long to wait for an existing scheduler to answer before giving up.
@@ -70,8 +70,8 @@ class Engine:
 def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = Engine(), *,
           progress: str | None = None) -> list[Any]:
     """`[function(job) for job in jobs]`, computed on `engine`. `function` must be importable by the workers (a
-    module-level function). A job that raises re-raises here, as the same exception. `progress` labels a tqdm bar
-    over finished jobs (None: no bar)."""
+    module-level function). A job that raises re-raises here, as the same exception. `progress` labels the bar
+    over finished jobs (`witness.progress`)."""
     jobs = list(jobs)
     if not jobs:
         return []
@@ -80,11 +80,10 @@ def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = 
         futures = client.map(function, jobs, pure=False)
         index = {future.key: position for position, future in enumerate(futures)}
         results: list[Any] = [None] * len(jobs)
-        with tqdm(total=len(jobs), desc=progress, unit="job", disable=True if progress is None else None,
-                  leave=False) as bar:
+        with bar(total=len(jobs), desc=progress or "jobs", unit="job") as finished:
             for future in as_completed(futures):
                 results[index[future.key]] = future.result()  # re-raises the job's exception
-                bar.update(1)
+                finished.update(1)
         return results
     finally:
         client.close()

@@ -7,7 +7,7 @@
 
 `hybrid(task, ...)` and `full(task, ...)` are those architectures with seeded random weights;
 `network(architecture, task, weights, seed)` gives the IR network: `random` weights (the trainer's seeded
-initialisation), `trained` (the shared trainer within a step/time budget, several seeds, the best kept), or a FILE
+initialisation), `trained` (the shared trainer for a fixed number of steps, several seeds, the best kept), or a FILE
 (loaded, and refused unless it is a network for the same task with the requested architecture).
 """
 
@@ -24,10 +24,8 @@ from witness.tasks.base import check_int
 
 #: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).
 MLP_RATIO = 4
-#: `weights="trained"` defaults: seeds tried, and the step and time budget of each.
+#: `weights="trained"`: seeds tried (each trained for the trainer's DEFAULT_STEPS unless told otherwise).
 TRAIN_SEEDS = 3
-TRAIN_STEPS = 600
-TRAIN_SECONDS = 20.0
 
 
 def _training():
@@ -48,14 +46,19 @@ def gap_lengths(L_full: int, linear_per_gap: int | Sequence[int]) -> tuple[int, 
     return (check_int("linear_per_gap", linear_per_gap, 0),) * (L_full + 1)
 
 
+def _mlp_width(d_model: int, mlp_ratio: int) -> int | None:
+    return check_int("mlp_ratio", mlp_ratio, 0) * check_int("d_model", d_model, 1) or None
+
+
 def hybrid_architecture(L_full: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int,
-                        d_model: int):
-    """`Architecture`: gap, full layer, gap, ..., full layer, gap; every layer followed by an MLP."""
+                        d_model: int, mlp_ratio: int = MLP_RATIO):
+    """`Architecture`: gap, full layer, gap, ..., full layer, gap; every layer followed by an MLP of width
+    mlp_ratio x d_model (0: no MLPs)."""
     train = _training()
     recurrent = [cls.kind for cls in RECURRENT_MIXERS]
     if mixer not in recurrent:
         raise ParameterError(f"mixer must be a recurrent kind, one of {recurrent}; got {mixer!r}")
-    d_mlp = MLP_RATIO * check_int("d_model", d_model, 1)
+    d_mlp = _mlp_width(d_model, mlp_ratio)
     recurrent_layer = train.LayerSpec(mixer=mixer, d_mlp=d_mlp)
     full_layer = train.LayerSpec(d_mlp=d_mlp)
     layers: list = []
@@ -66,11 +69,12 @@ def hybrid_architecture(L_full: int, linear_per_gap: int | Sequence[int], mixer:
     return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=tuple(layers))
 
 
-def full_architecture(layers: int, H: int, d_head: int, d_model: int):
-    """`Architecture`: `layers` causal softmax-attention layers, each followed by an MLP."""
+def full_architecture(layers: int, H: int, d_head: int, d_model: int, mlp_ratio: int = MLP_RATIO):
+    """`Architecture`: `layers` causal softmax-attention layers, each followed by an MLP of width
+    mlp_ratio x d_model (0: no MLPs)."""
     train = _training()
     count = check_int("layers", layers, 1)
-    spec = train.LayerSpec(d_mlp=MLP_RATIO * check_int("d_model", d_model, 1))
+    spec = train.LayerSpec(d_mlp=_mlp_width(d_model, mlp_ratio))
     return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(spec,) * count)
 
 
@@ -117,11 +121,13 @@ def _check_matches(loaded: Network, architecture, task, path: str) -> None:
 
 
 def network(architecture, task, weights: str = "random", seed: int = 0, train_seeds: int = TRAIN_SEEDS,
-            train_steps: int = TRAIN_STEPS, train_seconds: float | None = TRAIN_SECONDS) -> tuple[Network, Weights]:
-    """The network to search: `weights` is `random`, `trained`, or a path to a saved network (.npz/.safetensors).
+            train_steps: int | None = None) -> tuple[Network, Weights]:
+    """The network to search: `weights` is `random`, `trained`, or a path to a saved network (.npz/.safetensors,
+    e.g. written by `witness train`).
 
-    Trained: seeds seed, seed+1, ... (`train_seeds` of them), each for at most `train_steps` steps and
-    `train_seconds` seconds; the network with the best held-out accuracy is kept (ties: the earlier seed)."""
+    Trained: seeds seed, seed+1, ... (`train_seeds` of them), each for exactly `train_steps` steps (None: the
+    trainer's default) with the trainer's defaults otherwise; the network with the best held-out accuracy is kept
+    (ties: the earlier seed)."""
     seed = check_int("seed", seed, 0)
     if weights == "random":
         return architecture.initial_network(task, seed), Weights("random")
@@ -129,7 +135,8 @@ def network(architecture, task, weights: str = "random", seed: int = 0, train_se
         train = _training()
         runs = []
         for s in range(seed, seed + check_int("train_seeds", train_seeds, 1)):
-            runs.append(train.train(architecture, task, steps=train_steps, seconds=train_seconds, seed=s))
+            steps = {} if train_steps is None else {"steps": train_steps}
+            runs.append(train.train(architecture, task, seed=s, **steps))
         runs.sort(key=lambda run: -run[1].accuracy)  # stable: the earlier seed wins a tie
         return runs[0][0], Weights("trained", tuple(report.as_dict() for _, report in runs))
     loaded = load(weights)

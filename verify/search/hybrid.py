@@ -4,7 +4,8 @@
                            H=1, d_head=4, d_model=8, arith=arithmetic("fp16", "strict"), weights="random", seed=0)
 
 builds the network (`verify.search.architectures`), then runs the probes -- every input when the family is small
-(`exhaustive_limit`), seeded samples, a Hypothesis search, and indistinguishable pairs across the layout boundary
+(`exhaustive_limit`); else seeded uniform samples and, beside them at the same number of inputs, the margin-guided
+local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search; and indistinguishable pairs across the layout boundary
 (`verify.search.pairs`) -- and returns a `SearchReport` whose every failure and pair was confirmed by a fresh run.
 With `save_network` the network is written to that file, so each finding replays with
 `witness run FILE --tokens ... --format FMT --semantics SEM`. Finding nothing is reported as what was searched,
@@ -13,10 +14,11 @@ never as a proof of correctness.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from verify.search import architectures, pairs, probes
+from verify.search import architectures, margin, pairs, probes
 from verify.search.report import SearchReport
 from witness.arith import Arithmetic
 from witness.ir import Network
@@ -30,6 +32,18 @@ PAIR_SUFFIXES = 4
 PAIR_PREFIXES = 256
 
 
+def counting(task, state_bits: int) -> dict[str, Any]:
+    """Whether counting alone forces indistinguishable pairs: the last table z_L holds N log2 N bits (N = N_{L-1}
+    entries of N values); if every one must cross the boundary through C = `state_bits` bits of recurrent state
+    (C > 0: the network carries state), two tables with different answers share a state once N log2 N > C."""
+    if task.name != "composition":
+        return {"applies": False, "reason": f"counted for composition only, not {task.name}"}
+    size = task.domain_sizes[-1]
+    table_bits = size * math.log2(size) if size > 1 else 0.0
+    return {"applies": state_bits > 0, "table_bits": round(table_bits, 3), "state_bits": state_bits,
+            "forced": 0 < state_bits < table_bits}
+
+
 def search_network(network: Network, arith: Arithmetic, *, seed: int = 0, save_network: str | None = None,
                    samples: int = SAMPLES, hypothesis_examples: int = HYPOTHESIS_EXAMPLES,
                    exhaustive_limit: int = EXHAUSTIVE_LIMIT, pair_suffixes: int = PAIR_SUFFIXES,
@@ -41,8 +55,10 @@ def search_network(network: Network, arith: Arithmetic, *, seed: int = 0, save_n
     found = []
     if task.count() <= exhaustive_limit:
         found.append(probes.exhaustive(network, arith, exhaustive_limit, max_failures))
-    else:
+    else:  # uniform samples, and the margin-guided probes at the same number of inputs beside them
         found.append(probes.sampled(network, arith, samples, seed, max_failures))
+        found.append(margin.margin_search(network, arith, samples, seed, max_failures=max_failures))
+        found.append(margin.hypothesis_margin(network, arith, hypothesis_examples, seed, max_failures))
     found.append(probes.hypothesis(network, arith, hypothesis_examples, seed))
     failures = list({tuple(f.tokens): f for probe in found for f in probe.failures}.values())  # each input once
     if boundary is None and not pairs.has_default_boundary(task):
@@ -55,6 +71,7 @@ def search_network(network: Network, arith: Arithmetic, *, seed: int = 0, save_n
         network.save(save_network)
     searched = {**probes.searched_summary([p.searched for p in found] + [pair_record]), **(extra or {})}
     budget = network.budget(arith.bits).as_dict()
+    searched["counting"] = counting(task, budget["state_bits"])
     return SearchReport(save_network, arith.format_name, arith.semantics, budget, failures[:max_failures],
                         pair_list, searched)
 
@@ -62,13 +79,14 @@ def search_network(network: Network, arith: Arithmetic, *, seed: int = 0, save_n
 def search_hybrid(task, *, full_layers: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int,
                   d_model: int, arith: Arithmetic, weights: str = "random", seed: int = 0,
                   save_network: str | None = None, train_seeds: int = architectures.TRAIN_SEEDS,
-                  train_steps: int = architectures.TRAIN_STEPS,
-                  train_seconds: float | None = architectures.TRAIN_SECONDS, **effort: Any) -> SearchReport:
+                  train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO,
+                  **effort: Any) -> SearchReport:
     """Search the hybrid with `full_layers` full-attention layers and recurrent gaps of `mixer` layers.
 
     `weights`: random, trained or a network file; `effort`: the `search_network` settings (samples, ...)."""
-    architecture = architectures.hybrid_architecture(full_layers, linear_per_gap, mixer, H, d_head, d_model)
-    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps, train_seconds)
+    architecture = architectures.hybrid_architecture(full_layers, linear_per_gap, mixer, H, d_head, d_model,
+                                                     mlp_ratio)
+    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps)
     extra = {"architecture": {"kind": "hybrid", "full_layers": full_layers, "linear_per_gap": linear_per_gap,
                               "mixer": mixer, "layers": architectures.layer_kinds(network)},
              "weights": source.as_dict()}
@@ -77,11 +95,11 @@ def search_hybrid(task, *, full_layers: int, linear_per_gap: int | Sequence[int]
 
 def search_full(task, *, layers: int, H: int, d_head: int, d_model: int, arith: Arithmetic, weights: str = "random",
                 seed: int = 0, save_network: str | None = None, train_seeds: int = architectures.TRAIN_SEEDS,
-                train_steps: int = architectures.TRAIN_STEPS,
-                train_seconds: float | None = architectures.TRAIN_SECONDS, **effort: Any) -> SearchReport:
+                train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO,
+                **effort: Any) -> SearchReport:
     """Search a plain stack of `layers` causal full-attention layers (CPW's negative side)."""
-    architecture = architectures.full_architecture(layers, H, d_head, d_model)
-    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps, train_seconds)
+    architecture = architectures.full_architecture(layers, H, d_head, d_model, mlp_ratio)
+    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps)
     extra = {"architecture": {"kind": "full", "layers": architectures.layer_kinds(network)},
              "weights": source.as_dict()}
     return search_network(network, arith, seed=seed, save_network=save_network, extra=extra, **effort)

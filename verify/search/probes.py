@@ -9,6 +9,12 @@ for how long. A probe that finds nothing has searched, not proved: its record is
     hypothesis(network, arith, max_examples=200)     Hypothesis search, the failure shrunk to a minimal input
     probe_batches(network, batches, arith, ...)      any stream of token batches (targeted inputs of other probes)
 
+For a network right on nearly every input, `verify.search.margin` has probes that walk the logit margin down to
+its failures (same `Probe`, inputs counted in the unit of `sampled`'s count):
+
+    margin_search(network, arith, runs, seed=0)             greedy descent by single-token edits, restarted
+    hypothesis_margin(network, arith, max_examples, seed)   Hypothesis targeted at small margins
+
 The batching, overflow handling and Hypothesis machinery are `verify.check`'s; this module only keeps more than one
 failure and turns them into confirmed `Failure`s.
 """
@@ -21,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from verify import check
 from verify.search.report import Failure, confirm_failure
+from witness.progress import bar
 from witness.arith import Arithmetic
 from witness.ir import Network
 from witness.tasks.base import check_int
@@ -53,7 +59,7 @@ def probe_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
     start = time.perf_counter()
     inputs = failing = 0
     failures: list[Failure] = []
-    with tqdm(total=total, desc=method, unit="input", disable=None, leave=False) as progress:
+    with bar(total=total, desc=method, unit="input") as progress:
         for batch in batches:
             while batch.shape[0]:
                 wrong, _ = check.wrong_rows_until_overflow(network, batch, arith)
@@ -103,6 +109,13 @@ def hypothesis(network: Network, arith: Arithmetic, max_examples: int = check.DE
     return Probe(failures, searched)
 
 
+def failing_and_tried(searched: dict[str, Any]) -> tuple[int, int]:
+    """Failing inputs and inputs run, over every probe of a `searched` summary that runs inputs one by one (a pair
+    search's inputs are counted apart: a pair is a finding about two inputs, not a failing input)."""
+    records = [record for record in searched.get("probes", []) if "failing" in record]
+    return sum(record["failing"] for record in records), sum(record["inputs"] for record in records)
+
+
 def searched_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The `searched` object of a report: each probe's record, and the inputs and seconds over all of them."""
     records = list(records)
@@ -110,4 +123,4 @@ def searched_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "seconds": round(sum(r["seconds"] for r in records), 3)}
 
 
-__all__ = ["Probe", "probe_batches", "sampled", "exhaustive", "hypothesis", "searched_summary", "DEFAULT_MAX_FAILURES"]
+__all__ = ["Probe", "probe_batches", "sampled", "exhaustive", "hypothesis", "searched_summary", "failing_and_tried", "DEFAULT_MAX_FAILURES"]

@@ -37,15 +37,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from constructions import two_sum_sparse
 from verify.check import batch_size
-from verify.search import probes
-from verify.search.architectures import MLP_RATIO, TRAIN_SECONDS, TRAIN_SEEDS, TRAIN_STEPS, Weights, layer_kinds
+from verify.search import margin, probes
+from verify.search.architectures import MLP_RATIO, TRAIN_SEEDS, Weights, layer_kinds
 from verify.search.architectures import network as searched_network
 from verify.search.bounds import sparse_two_sum_scale
 from verify.search.report import Pair, SearchReport, confirm_pair
+from witness.progress import bar
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
@@ -202,7 +202,7 @@ def collision_pairs(network: Network, arith: Arithmetic, *, attempts: int = 8, s
     pairs: list[Pair] = []
     totals = {"candidates": 0, "colliding": 0, "buckets": 0}
     tried, summary_seconds = 0, 0.0
-    for _ in tqdm(range(attempts), desc="summary collisions", unit="attempt", disable=None, leave=False):
+    for _ in bar(range(attempts), desc="summary collisions", unit="attempt"):
         began = time.perf_counter()
         collisions, counts = colliding_contents(network, arith, rng)
         summary_seconds += time.perf_counter() - began
@@ -236,12 +236,14 @@ def collision_pairs(network: Network, arith: Arithmetic, *, attempts: int = 8, s
 
 
 # -- the search ------------------------------------------------------------------------------------------------
-def sparse_architecture(task: TwoSum, block: int, k: int, H: int, d_head: int, d_model: int):
+def sparse_architecture(task: TwoSum, block: int, k: int, H: int, d_head: int, d_model: int,
+                        mlp_ratio: int = MLP_RATIO):
     """`witness.train.Architecture`: one (block, k)-sparse attention layer (causal as the task is), then an MLP
-    (MLP_RATIO x d_model wide), read at every position."""
+    (mlp_ratio x d_model wide; 2-Sum's comparison needs one), read at every position."""
     from witness import train  # torch: imported only when an architecture is built
 
-    layer = train.LayerSpec(causal=task.causal, d_mlp=MLP_RATIO * check_int("d_model", d_model, 1),
+    layer = train.LayerSpec(causal=task.causal,
+                            d_mlp=check_int("mlp_ratio", mlp_ratio, 1) * check_int("d_model", d_model, 1),
                             mixer=BlockSparseAttention.kind, options={"block": block, "k": k})
     return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(layer,), read="all")
 
@@ -262,8 +264,7 @@ def sparse_budget(network: Network, bits: int) -> dict[str, Any]:
 
 def search_sparse(task: TwoSum, *, block: int, k: int, H: int, d_head: int, d_model: int, arith: Arithmetic,
                   weights: str = "random", seed: int = 0, save_network: str | None = None,
-                  train_seeds: int = TRAIN_SEEDS, train_steps: int = TRAIN_STEPS,
-                  train_seconds: float | None = TRAIN_SECONDS, samples: int = SAMPLES,
+                  train_seeds: int = TRAIN_SEEDS, train_steps: int | None = None, samples: int = SAMPLES,
                   hypothesis_examples: int = HYPOTHESIS_EXAMPLES, collision_attempts: int = COLLISION_ATTEMPTS,
                   max_failures: int = probes.DEFAULT_MAX_FAILURES, max_pairs: int = DEFAULT_MAX_PAIRS) -> SearchReport:
     """Search one layer of (block, k)-sparse attention on `task` for failures and summary-collision pairs.
@@ -280,13 +281,14 @@ def search_sparse(task: TwoSum, *, block: int, k: int, H: int, d_head: int, d_mo
         source = Weights("natural")
     else:
         architecture = sparse_architecture(task, block, k, H, d_head, d_model)
-        network, source = searched_network(architecture, task, weights, seed, train_seeds, train_steps,
-                                           train_seconds)
+        network, source = searched_network(architecture, task, weights, seed, train_seeds, train_steps)
         layer = network.layers[0].mixer  # the architecture check made it block-sparse
         if (layer.block, layer.k) != (block, k):
             raise ParameterError(f"{weights} holds ({layer.block},{layer.k})-sparse attention, not ({block},{k})")
     sparse_layer(network)  # refuse a layer that keeps every block before any probe runs
     found = [probes.sampled(network, arith, samples, seed, max_failures),
+             margin.margin_search(network, arith, samples, seed, max_failures=max_failures),
+             margin.hypothesis_margin(network, arith, hypothesis_examples, seed, max_failures),
              probes.hypothesis(network, arith, hypothesis_examples, seed)]
     failures = list({tuple(f.tokens): f for probe in found for f in probe.failures}.values())  # each input once
     pairs, pair_record = collision_pairs(network, arith, attempts=collision_attempts, seed=seed, max_pairs=max_pairs)

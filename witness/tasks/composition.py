@@ -221,15 +221,20 @@ class Composition:
 
     def answers(self, tokens: Any) -> np.ndarray:
         """The answer i_L of every sequence in a batch, computed by following the chain through the tokens."""
+        return self.hop_answers(tokens)[:, -1]
+
+    def hop_answers(self, tokens: Any) -> np.ndarray:
+        """Every hop of the chain, [batch, L]: column l - 1 is i_l = z_l(w_{l-1} N_{l-2} + i_{l-1}) (i_0 = z_0)."""
         batch = self.check_tokens(tokens)
         rows = np.arange(batch.shape[0])
         sizes = self.domain_sizes
         w = self.decode_query(batch[:, self.segment("w").start] - self.value_vocab)
-        i = batch[:, self.segment("z0").start]
-        i = batch[rows, self.segment("z1").start + i]
+        i = batch[rows, self.segment("z1").start + batch[:, self.segment("z0").start]]
+        hops = [i]
         for l in range(1, self.L):
             i = batch[rows, self.segment(f"z{l + 1}").start + w[l - 1] * sizes[l - 1] + i]
-        return i
+            hops.append(i)
+        return np.stack(hops, axis=1)
 
     def random_tokens(self, seed: int | np.random.Generator, count: int) -> np.ndarray:
         """`count` uniformly random inputs as a token batch (count, prompt_length), reproducible from `seed`."""

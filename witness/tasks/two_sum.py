@@ -87,6 +87,10 @@ class TwoSum:
     def count(self) -> int:
         return self.M**self.n
 
+    def position_alphabets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per position: the number of allowed token ids (M) and the smallest one (0)."""
+        return np.full(self.n, self.M, dtype=np.int64), np.zeros(self.n, dtype=np.int64)
+
     def enumerate_tokens(self, batch_size: int = 65536, limit: int = DEFAULT_ENUMERATION_LIMIT) -> Iterator[np.ndarray]:
         radices = np.full(self.n, self.M, dtype=np.int64)
         return enumerate_mixed_radix(radices, np.zeros(self.n, np.int64), self.count(), batch_size, limit,

@@ -1,0 +1,155 @@
+"""One training step of a DeltaNet hybrid through witness.torch against the same model written plainly in torch.
+
+    .venv/bin/python benchmarks/train_step.py [--quick] [--lengths 10 64 --batch 64 --repeat 5 --steps 20]
+
+The model: two layers, each a DeltaNet mixer (H 1, d_head 16) and a ReLU MLP (d_mlp 64), d_model 32, on a
+composition task of the given prompt length (L = 1, m = length - 2; m = 8 is 10 tokens). One step is forward,
+cross-entropy at the last position, backward and an Adam step, in float32 on one thread (as `witness.train`
+runs), batch 64. Three modules hold the same weights:
+
+  plain     the baseline: `PlainDeltaNet` below, what a practitioner writes (nn.Linear projections, fused q/k/v,
+            the chunked WY delta rule of Yang et al. 2024), with no IR behind it;
+  parallel  `witness.torch.to_module(network)`: the IR's module, its chunked delta rule (the default);
+  loop      `witness.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence.
+
+Before timing, the three are checked to compute the same logits. Each time is the best of --repeat runs of
+--steps steps, the three models' runs interleaved; the ratios are against `plain`, measured in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+from torch import nn
+
+import witness.torch as wt
+from witness.tasks import Composition
+from witness.train import Architecture, LayerSpec
+from timing import best_time  # benchmarks/timing.py: fastest of several runs
+
+D_MODEL, D_HEAD, D_MLP, LAYERS = 32, 16, 64, 2
+CHUNK = wt.CHUNK_SIZE
+
+
+def plain_delta_rule(q, k, v, beta):
+    """DeltaNet's S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = S_t^T q_t, chunked: within a
+    chunk the pseudo-values U = T (beta V - beta K S) solve a unit lower-triangular system, across chunks the
+    state is carried. q, k, v [batch, n, d], beta [batch, n, 1] -> [batch, n, d]."""
+    batch, length, d = q.shape
+    size = min(CHUNK, length)
+    padding = -length % size
+    q, k, v, beta = (nn.functional.pad(t, (0, 0, 0, padding)).unflatten(1, (-1, size)) for t in (q, k, v, beta))
+    system = torch.tril(beta * (k @ k.transpose(-1, -2)), diagonal=-1)
+    solved = torch.linalg.solve_triangular(system, torch.cat([beta * v, beta * k], -1), upper=False,
+                                           unitriangular=True)
+    free_values, key_weights = solved.split([d, d], -1)
+    scores = torch.tril(q @ k.transpose(-1, -2))
+    if q.shape[1] == 1:
+        return (scores @ free_values)[:, 0, :length]
+    state = q.new_zeros(batch, d, d)
+    outputs = []
+    for c in range(q.shape[1]):
+        values = free_values[:, c] - key_weights[:, c] @ state
+        outputs.append(scores[:, c] @ values + q[:, c] @ state)
+        state = state + k[:, c].transpose(-1, -2) @ values
+    return torch.stack(outputs, 1).flatten(1, 2)[:, :length]
+
+
+class PlainDeltaNet(nn.Module):
+    """The benchmark's model written directly in torch: embeddings, LAYERS x (DeltaNet + MLP), unembedding."""
+
+    def __init__(self, vocab: int, length: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, D_MODEL)
+        self.pos = nn.Parameter(torch.zeros(length, D_MODEL))
+        self.qkv = nn.ModuleList(nn.Linear(D_MODEL, 3 * D_HEAD) for _ in range(LAYERS))
+        self.beta = nn.ModuleList(nn.Linear(D_MODEL, 1) for _ in range(LAYERS))
+        self.out = nn.ModuleList(nn.Linear(D_HEAD, D_MODEL) for _ in range(LAYERS))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(D_MODEL, D_MLP), nn.ReLU(), nn.Linear(D_MLP, D_MODEL))
+                                 for _ in range(LAYERS))
+        self.unembed = nn.Linear(D_MODEL, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) + self.pos[: tokens.shape[1]]
+        for qkv, beta, out, mlp in zip(self.qkv, self.beta, self.out, self.mlp):
+            q, k, v = qkv(x).chunk(3, dim=-1)
+            x = x + out(plain_delta_rule(q, k, v, torch.sigmoid(beta(x))))
+            x = x + mlp(x)
+        return self.unembed(x)
+
+    @torch.no_grad()
+    def load(self, module: wt.NetworkModule) -> PlainDeltaNet:
+        """Copy a witness module's weights (nn.Linear holds W^T)."""
+        self.embed.weight.copy_(module.embed.W_E)
+        self.pos.copy_(module.pos_embed.W_pos)
+        for l, layer in enumerate(module.blocks):
+            mixer, mlp = layer.attn, layer.mlp
+            self.qkv[l].weight.copy_(torch.cat([mixer.W_Q[0], mixer.W_K[0], mixer.W_V[0]], 1).T)
+            self.qkv[l].bias.copy_(torch.cat([mixer.b_Q[0], mixer.b_K[0], mixer.b_V[0]]))
+            self.beta[l].weight.copy_(mixer.W_beta[0].T)
+            self.beta[l].bias.copy_(mixer.b_beta[0])
+            self.out[l].weight.copy_(mixer.W_O[0].T)
+            self.out[l].bias.copy_(mixer.b_O)
+            self.mlp[l][0].weight.copy_(mlp.W_in.T)
+            self.mlp[l][0].bias.copy_(mlp.b_in)
+            self.mlp[l][2].weight.copy_(mlp.W_out.T)
+            self.mlp[l][2].bias.copy_(mlp.b_out)
+        self.unembed.weight.copy_(module.unembed.W_U.T)
+        self.unembed.bias.copy_(module.unembed.b_U)
+        return self
+
+
+def training_steps(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, steps: int):
+    """A function running `steps` training steps (forward, loss at the last position, backward, Adam)."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def run() -> None:
+        for _ in range(steps):
+            loss = nn.functional.cross_entropy(model(tokens)[:, -1], targets)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[10, 64], help="prompt lengths (>= 3)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed run")
+    args = parser.parse_args()
+    repeat, steps = (3, 10) if args.quick else (args.repeat, args.steps)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    layers = (LayerSpec(mixer="deltanet", d_mlp=D_MLP),) * LAYERS
+    architecture = Architecture(H=1, d_head=D_HEAD, d_model=D_MODEL, layers=layers)
+    print(f"{LAYERS} x (deltanet H 1 d_head {D_HEAD} + MLP {D_MLP}), d_model {D_MODEL}, float32, batch {args.batch}, "
+          f"one thread, chunk {CHUNK}; ms per step (forward + backward + Adam), best of {repeat} x {steps} steps")
+    print(f"{'prompt':>6}  {'model':<9} {'ms/step':>8} {'x time':>7}")
+    for length in args.lengths:
+        task = Composition(1, length - 2)
+        network = architecture.initial_network(task, seed=0)
+        tokens = torch.as_tensor(task.random_tokens(np.random.default_rng(0), args.batch))
+        targets = torch.as_tensor(task.answers(tokens.numpy()).reshape(args.batch, -1)[:, -1])
+        models = {"parallel": wt.to_module(network, torch.float32),
+                  "loop": wt.to_module(network, torch.float32, parallel=False)}
+        models = {"plain": PlainDeltaNet(task.vocab_size, length).load(models["parallel"]), **models}
+        with torch.no_grad():
+            logits = {name: model(tokens) for name, model in models.items()}
+        for name in ("parallel", "loop"):
+            torch.testing.assert_close(logits[name], logits["plain"], rtol=1e-4, atol=1e-4)
+        runs = {name: training_steps(model, tokens, targets, steps) for name, model in models.items()}
+        best = dict.fromkeys(runs, float("inf"))
+        for _ in range(repeat):  # interleaved, so that a burst of load on the machine slows every model alike
+            for name, run in runs.items():
+                best[name] = min(best[name], best_time(run, 1)[0])
+        for name, seconds in best.items():
+            print(f"{length:>6}  {name:<9} {seconds / steps * 1e3:>8.2f} {seconds / best['plain']:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""verify.capacity: the curve's bookkeeping (checked on hand-made rows), and one tiny curve end to end."""
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+
+from verify import capacity  # noqa: E402
+from witness.cli import main  # noqa: E402
+from witness.errors import ParameterError  # noqa: E402
+
+SPEC = capacity.CapacitySpec(L=1, sizes=(4, 16), H=1, d_head=2, d_model=8, seeds=(0, 1), steps=5,
+                             mixers=("deltanet",), eval_inputs=64)
+
+
+def row(size, architecture, seed, accuracy, state_bits):
+    return {"size": size, "architecture": architecture, "seed": seed, "accuracy": accuracy,
+            "accuracy_fp64": accuracy, "table_bits": size * math.log2(size),
+            "budget": {"H": 1, "d": 8, "p": 16, "Hdp": 128, "state_bits": state_bits}}
+
+
+def test_summary_judges_each_point_by_its_control():
+    rows = []
+    for seed, (control_small, control_large) in enumerate([(1.0, 0.5), (1.0, 0.7)]):
+        rows += [row(4, "control", seed, control_small, 0), row(16, "control", seed, control_large, 0),
+                 row(4, "1 full", seed, 0.4, 0), row(16, "1 full", seed, 0.3, 0),
+                 row(4, "0 full + deltanet", seed, 0.9, 96), row(16, "0 full + deltanet", seed, 0.2, 96)]
+    summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(SPEC, rows)}
+    assert summary[4, "control"]["control_learned"] and not summary[16, "control"]["control_learned"]
+    hybrid = summary[16, "0 full + deltanet"]
+    assert (hybrid["mean"], hybrid["min"], hybrid["max"], hybrid["seeds"]) == (0.2, 0.2, 0.2, 2)
+    assert hybrid["ratio"] == 64 / 96 and not hybrid["control_learned"]
+    assert summary[16, "control"]["mean"] == pytest.approx(0.6)
+    text = capacity.markdown({"spec": capacity._plain_spec(SPEC), "rows": rows, "summary": list(summary.values())})
+    assert "no evidence (control did not learn)" in text and "counts (control learned)" in text
+    assert "control: did NOT learn" in text and "does not prove that none exists" in text
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ParameterError, match="recurrent kinds"):
+        capacity.CapacitySpec(mixers=("attention",))
+    with pytest.raises(ParameterError, match="multiple of 2"):
+        capacity.CapacitySpec(L=2, sizes=(5,)).task_for(5)
+
+
+def test_a_tiny_curve_end_to_end(tmp_path):
+    out = tmp_path / "cap"
+    argv = ["capacity", "--sizes", "4", "--seeds", "1", "--steps", "3", "--H", "1", "--d-head", "2", "--d-model",
+            "8", "--mixers", "deltanet", "--eval-inputs", "32", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    curve = json.loads((out / "capacity.json").read_text())
+    assert {r["architecture"] for r in curve["rows"]} == {"control", "1 full", "0 full + deltanet"}
+    assert all(r["steps"] == 3 and r["eval_inputs"] == 32 for r in curve["rows"])
+    assert (out / "capacity.png").stat().st_size > 0 and "N·log2 N / C" in (out / "capacity.md").read_text()

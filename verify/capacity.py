@@ -1,0 +1,236 @@
+"""Capacity curves: the empirical side of the hierarchy, measured where counting says architectures must differ.
+
+A hybrid whose full-attention layers are too few must pass what the table block holds through its recurrent
+states. The table z_L of composition holds N log2 N bits (N = N_{L-1} entries, each one of N values); the
+recurrent layers carry C = `witness.budget` state bits at p bits a number. Where N log2 N <= C the state can hold
+the whole table and a hybrid may well learn the task (at L = 1, m = 8 a hybrid with no full attention does); only
+where N log2 N > C does counting force some pair of inputs to share a state. So a curve sweeps N across
+N log2 N = C at one fixed budget (H, d_head, d_model, p) and trains, with one protocol and several seeds:
+
+* the control: L + 1 full-attention layers (the architecture the construction proves sufficient);
+* L full-attention layers (CPW's side);
+* the hybrids: L - 1 full layers with `linear_per_gap` recurrent layers per gap, for each mixer.
+
+Every network starts from its seeded random initialisation (never from a construction) and trains for exactly
+`steps` steps (`witness.train.train`). Its accuracy is measured by the executor at the curve's format and
+semantics on `eval_inputs` held-out inputs (a row also keeps the float64 accuracy). What a curve can show: where
+the control stays at (near) 100% while another architecture falls, trained networks of that architecture did not
+learn the task at that budget. What it cannot show: that no network of the architecture solves it -- training
+may simply have failed. A point counts as evidence only where the control learned at that N, and the report says
+so at every point.
+
+    spec = CapacitySpec(L=1, sizes=(8, 16, 32), H=1, d_head=4, d_model=32, format="fp16")
+    curve = capacity(spec)                 # rows: one per (N, architecture, seed)
+    write(curve, "out/capacity")           # capacity.json, capacity.md, capacity.png
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verify.search.architectures import full_architecture, hybrid_architecture
+from witness.arith import arithmetic, parse_format
+from witness.budget import budget
+from witness.errors import ParameterError
+from witness.execute import run
+from witness.ir import RECURRENT_MIXERS
+from witness.sweep import Engine, sweep
+from witness.tasks import Composition
+from witness.tasks.base import check_int
+
+#: A control "learned" at a size when its mean accuracy over seeds is at least this (at the curve's format).
+LEARNED = 0.98
+CONTROL = "control"
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    """One curve: depth L, the sizes N of the last table (`task_for`), the budget (H, d_head, d_model, the format
+    accuracy is measured at), the protocol (steps, lr, seeds, hop targets, MLP width) and the architectures beside
+    the control (`architectures`)."""
+
+    L: int = 1
+    sizes: tuple[int, ...] = (8, 16, 32, 48, 64)
+    H: int = 1
+    d_head: int = 4
+    d_model: int = 32
+    format: str = "fp16"
+    semantics: str = "strict"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 3000
+    lr: float = 3e-3
+    mixers: tuple[str, ...] = ("deltanet", "gla")
+    linear_per_gap: int = 1
+    eval_inputs: int = 2048
+    hop_weight: float | None = None
+    mlp_ratio: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("L", self.L, 1)
+        for name in ("H", "d_head", "d_model", "steps", "linear_per_gap", "eval_inputs"):
+            check_int(name, getattr(self, name), 1)
+        object.__setattr__(self, "sizes", tuple(check_int("size", size, 2) for size in self.sizes))
+        object.__setattr__(self, "seeds", tuple(check_int("seed", seed, 0) for seed in self.seeds))
+        object.__setattr__(self, "mixers", tuple(self.mixers))
+        if not self.sizes or not self.seeds:
+            raise ParameterError("a capacity curve needs at least one size and one seed")
+        kinds = {cls.kind for cls in RECURRENT_MIXERS}
+        unknown = sorted(set(self.mixers) - kinds)
+        if unknown:
+            raise ParameterError(f"mixers {unknown} are not recurrent kinds ({sorted(kinds)})")
+        arithmetic(parse_format(self.format), self.semantics)  # a format the semantics can run
+
+    def task_for(self, size: int) -> Composition:
+        """L = 1: m = size. L >= 2: m = size and every n_l = 1 would make the query trivial, so n_l = 2 and
+        m = size / 2^(L-1) (size must be divisible): the last table then has N = size entries."""
+        if self.L == 1:
+            return Composition(L=1, m=size)
+        m, rest = divmod(size, 2 ** (self.L - 1))
+        if rest or m < 1:
+            raise ParameterError(f"size {size} at L = {self.L} must be a multiple of 2^{self.L - 1}")
+        return Composition(L=self.L, m=m, n=(2,) * (self.L - 1))
+
+    def architectures(self) -> dict[str, Any]:
+        """name -> witness.train.Architecture, the control first."""
+        shape = {"H": self.H, "d_head": self.d_head, "d_model": self.d_model, "mlp_ratio": self.mlp_ratio}
+        found = {CONTROL: full_architecture(self.L + 1, **shape), f"{self.L} full": full_architecture(self.L, **shape)}
+        for mixer in self.mixers:
+            found[f"{self.L - 1} full + {mixer}"] = hybrid_architecture(self.L - 1, self.linear_per_gap, mixer,
+                                                                        **shape)
+        return found
+
+
+def point_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Train one (size, architecture, seed) and measure it at the curve's format and in float64."""
+    from witness import train  # torch: only where a job trains
+
+    spec = CapacitySpec(**job["spec"])
+    task = spec.task_for(job["size"])
+    architecture = spec.architectures()[job["architecture"]]
+    network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=spec.lr,
+                                  hop_weight=spec.hop_weight)
+    tokens = task.random_tokens(np.random.default_rng([job["seed"], 3]), spec.eval_inputs)
+    expected = task.answers(tokens).reshape(len(tokens), -1)
+    fmt = parse_format(spec.format)
+    at_format = run(network, tokens, arithmetic(fmt, spec.semantics)).predictions
+    table = task.domain_sizes[-1]
+    cost = budget(network, fmt.bits)
+    return {"size": job["size"], "architecture": job["architecture"], "seed": job["seed"],
+            "params": task.params(), "layers": [spec_.mixer for spec_ in architecture.layers],
+            "accuracy": float((at_format == expected).all(axis=1).mean()), "accuracy_fp64": report.accuracy,
+            "eval_inputs": spec.eval_inputs, "steps": report.steps, "final_loss": report.final_loss,
+            "seconds": round(report.seconds, 2), "table_bits": table * math.log2(table),
+            "budget": cost.as_dict()}
+
+
+def capacity(spec: CapacitySpec, engine: Engine = Engine()) -> dict[str, Any]:
+    """Every point of the curve (a `witness.sweep` over size x architecture x seed) and its summary."""
+    names = list(spec.architectures())
+    jobs = [{"spec": _plain_spec(spec), "size": size, "architecture": name, "seed": seed}
+            for size in spec.sizes for name in names for seed in spec.seeds]
+    rows = sweep(point_job, jobs, engine, progress="capacity points")
+    return {"spec": _plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
+
+
+def _plain_spec(spec: CapacitySpec) -> dict[str, Any]:
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
+
+
+def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (size, architecture): accuracies over seeds (mean, min, max), N log2 N, the architecture's own state
+    bits C and N log2 N / C, and whether the control learned at that size (the point's standing as evidence)."""
+    out = []
+    control_mean = {}
+    for size in spec.sizes:
+        for name in spec.architectures():
+            points = [row for row in rows if row["size"] == size and row["architecture"] == name]
+            accuracies = [row["accuracy"] for row in points]
+            mean = sum(accuracies) / len(accuracies)
+            if name == CONTROL:
+                control_mean[size] = mean
+            state_bits = points[0]["budget"]["state_bits"]
+            table_bits = points[0]["table_bits"]
+            out.append({"size": size, "architecture": name, "seeds": len(points), "mean": mean,
+                        "min": min(accuracies), "max": max(accuracies),
+                        "mean_fp64": sum(row["accuracy_fp64"] for row in points) / len(points),
+                        "table_bits": table_bits, "state_bits": state_bits,
+                        "ratio": table_bits / state_bits if state_bits else None,
+                        "budget": {key: points[0]["budget"][key] for key in ("H", "d", "p", "Hdp")},
+                        "control_learned": control_mean[size] >= LEARNED})
+    return out
+
+
+def markdown(curve: dict[str, Any], heading: str = "#") -> str:
+    spec = CapacitySpec(**curve["spec"])
+    hybrids = {entry["architecture"]: entry["state_bits"] for entry in curve["summary"] if entry["state_bits"]}
+    lines = [f"{heading} Capacity curve, L = {spec.L}", "",
+             f"Budget: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, evaluated at {spec.format} "
+             f"({spec.semantics} semantics: every operation rounded to the format, round to nearest even). "
+             f"Protocol: `witness.train.train` from seeded random initialisations, exactly {spec.steps} steps, "
+             f"peak lr {spec.lr:g}, seeds {list(spec.seeds)}; accuracy = fraction of {spec.eval_inputs} held-out "
+             f"inputs whose unique argmax at the read position is the answer, run by the executor at "
+             f"{spec.format}. C, the state bits that cross the boundary ({spec.linear_per_gap} recurrent layer(s) "
+             "per gap): " + ", ".join(f"{name} {bits}" for name, bits in hybrids.items()) + "; the control and the "
+             "full layers carry no state.", "",
+             "| N | N·log2 N | N·log2 N / C | architecture | Hdp | C (state bits) | accuracy mean (min–max) "
+             "| fp64 mean | evidence |",
+             "|---:|---:|---:|---|---:|---:|---|---:|---|"]
+    for entry in curve["summary"]:
+        ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
+        if entry["architecture"] == CONTROL:
+            standing = "control: learned" if entry["control_learned"] else "control: did NOT learn"
+        elif entry["control_learned"]:
+            standing = "counts (control learned)" if entry["mean"] < LEARNED else "learned too"
+        else:
+            standing = "no evidence (control did not learn)"
+        lines.append(f"| {entry['size']} | {entry['table_bits']:.1f} | {ratio} | {entry['architecture']} | "
+                     f"{entry['budget']['Hdp']} | {entry['state_bits']} | {entry['mean']:.3f} "
+                     f"({entry['min']:.3f}–{entry['max']:.3f}) | {entry['mean_fp64']:.3f} | {standing} |")
+    lines += ["", "A fall of a trained architecture where the control learned shows that training at this budget "
+              "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
+              "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]
+    return "\n".join(lines)
+
+
+def plot(curve: dict[str, Any], path: str | Path) -> None:
+    """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture, and a dashed
+    line at each hybrid's C: right of its line, counting forces that hybrid's states to collide."""
+    from matplotlib.figure import Figure
+
+    spec = CapacitySpec(**curve["spec"])
+    figure = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = figure.add_subplot()
+    for name in spec.architectures():
+        entries = [entry for entry in curve["summary"] if entry["architecture"] == name]
+        x = [entry["table_bits"] for entry in entries]
+        mean = np.array([entry["mean"] for entry in entries])
+        low = mean - np.array([entry["min"] for entry in entries])
+        high = np.array([entry["max"] for entry in entries]) - mean
+        line = ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=name)
+        if entries[0]["state_bits"]:
+            ax.axvline(entries[0]["state_bits"], color=line[0].get_color(), linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"N·log2 N (bits in the last table); dashed: each hybrid's C at {spec.format}")
+    ax.set_ylabel(f"accuracy at {spec.format}")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"L = {spec.L}: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, {spec.steps} steps, "
+                 f"{len(spec.seeds)} seeds")
+    ax.legend(fontsize=8)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def write(curve: dict[str, Any], out: str | Path) -> None:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity.json").write_text(json.dumps(curve, indent=1), encoding="utf-8")
+    (out / "capacity.md").write_text(markdown(curve), encoding="utf-8")
+    plot(curve, out / "capacity.png")
+
+
+__all__ = ["CapacitySpec", "capacity", "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]

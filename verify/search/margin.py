@@ -1,0 +1,191 @@
+"""Failures of good networks: probes that follow the logit margin down to the inputs a network answers wrongly.
+
+A network right on 99.6% of its inputs shows uniform sampling one failure in 250 draws. The margin -- the right
+answer's logit minus the best other logit -- says how nearly an input fails, so a search can walk down it: inputs
+next to a low-margin input tend to have low margins too, and the failures lie where it crosses zero.
+
+    margin(network, tokens, arith)                          per input: right logit minus best other (<= 0: wrong)
+    margin_search(network, arith, runs, seed=0)             seeded greedy descent by single-token edits, restarted
+    hypothesis_margin(network, arith, max_examples, seed)   Hypothesis targeted at driving the margin down
+
+Both probes return a `verify.search.probes.Probe`. They count every input they run, in the unit of
+`probes.sampled`'s count, so "failing / inputs" compares with uniform sampling at the same budget; every failure
+they keep passed `confirm_failure` (a fresh plain run), so a wrong margin can lose a failure, never invent one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import seed as hypothesis_seed
+
+from verify import check
+from verify.search.probes import DEFAULT_MAX_FAILURES, Probe
+from verify.search.report import Failure, confirm_failure
+from witness import strategies
+from witness.arith import Arithmetic
+from witness.errors import OverflowInFormat
+from witness.execute import logit_margins, run
+from witness.ir import Network
+from witness.progress import bar
+from witness.tasks.base import check_int
+
+#: Descents `margin_search` runs side by side: their candidates share one executor run.
+DEFAULT_CHAINS = 32
+#: Single-token edits of its current input a descent tries per step.
+DEFAULT_EDITS = 16
+
+
+def margin(network: Network, tokens, arith: Arithmetic) -> np.ndarray:
+    """The margin of each input of `tokens` (one sequence or a batch) under `arith`: `logit_margins` of the
+    executor's logits. An input whose run overflows a fixed-point format is not answered: -inf. Rows are run in
+    batches of `check.batch_size`, and an overflow costs only its own row (the rows after it are run again)."""
+    task = check.task_of(network)
+    batch = task.check_tokens(tokens)
+    answers = task.answers(batch).reshape(batch.shape[0], -1)
+    margins = np.full(batch.shape[0], -np.inf)
+    size = check.batch_size(network)
+    begin = 0
+    while begin < batch.shape[0]:
+        logits, overflowed = _logits_until_overflow(network, batch[begin:begin + size], arith)
+        done = logits.shape[0]
+        margins[begin:begin + done] = logit_margins(logits, answers[begin:begin + done])
+        begin += done + overflowed  # the overflowing row keeps its -inf
+    return margins
+
+
+def _logits_until_overflow(network: Network, rows: np.ndarray, arith: Arithmetic) -> tuple[np.ndarray, bool]:
+    """The logits of `rows`, and False; when their run overflows, the logits of the rows before the first
+    overflowing one (rows are independent, so those run alike on their own), and True."""
+    try:
+        return run(network, rows, arith).logits, False
+    except OverflowInFormat:
+        return run(network, rows[:check.first_overflowing_row(network, rows, arith)], arith).logits, True
+
+
+def single_token_edits(tokens: np.ndarray, radices: np.ndarray, offsets: np.ndarray, count: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """`count` distinct inputs (all of them when there are fewer) that differ from `tokens` at exactly one
+    position, by another legal token there: edit k at position p, of the radices[p] - 1 there, adds k + 1 to the
+    token modulo the position's alphabet."""
+    alternatives = radices - 1
+    ends = np.cumsum(alternatives)
+    picks = rng.choice(int(ends[-1]), size=min(count, int(ends[-1])), replace=False)
+    positions = np.searchsorted(ends, picks, side="right")
+    shift = picks - (ends[positions] - alternatives[positions]) + 1
+    edited = np.repeat(tokens[None, :], picks.size, axis=0)
+    low = offsets[positions]
+    edited[np.arange(picks.size), positions] = low + (tokens[positions] - low + shift) % radices[positions]
+    return edited
+
+
+class _FailureLog:
+    """The distinct failing inputs a probe ran, and the first `max_failures` of them confirmed by a fresh run."""
+
+    def __init__(self, network: Network, arith: Arithmetic, max_failures: int):
+        self.network, self.arith, self.max_failures = network, arith, max_failures
+        self.distinct: set[tuple[int, ...]] = set()
+        self.confirmed: list[Failure] = []
+
+    def add(self, tokens: np.ndarray) -> None:
+        key = tuple(int(t) for t in tokens)
+        if key in self.distinct:
+            return
+        self.distinct.add(key)
+        if len(self.confirmed) < self.max_failures:
+            failure = confirm_failure(self.network, key, self.arith)
+            if failure is not None:
+                self.confirmed.append(failure)
+
+
+def margin_search(network: Network, arith: Arithmetic, runs: int, seed: int = 0, chains: int = DEFAULT_CHAINS,
+                  edits: int = DEFAULT_EDITS, max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
+    """Greedy descent on the margin, for exactly `runs` inputs run, from `seed`.
+
+    `chains` descents run side by side. A descent starts from the least-margin one of `edits` uniformly random
+    inputs of the task (a random input's margin already says how near it is to failing); each step runs `edits`
+    random single-token edits of its current input (`single_token_edits`) and moves to the one with the least
+    margin if that is below the current one. A descent starts afresh once it has run a failing input (all failing
+    inputs it ran are recorded) or when no edit it tried lowers the margin. Every candidate of every descent goes
+    into one executor run per step, and every input run counts against `runs`.
+
+    `searched["failing"]` counts distinct failing inputs, `starts` the descents begun."""
+    task = check.task_of(network)
+    runs, chains = check_int("runs", runs, 1), check_int("chains", chains, 1)
+    edits, max_failures = check_int("edits", edits, 1), check_int("max_failures", max_failures, 0)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    radices, offsets = task.position_alphabets()
+    # A family of one input has no edits: every step is then a fresh start, i.e. sampling.
+    can_edit = bool((radices > 1).any())
+    start = time.perf_counter()
+    current = np.zeros((chains, task.prompt_length), dtype=np.int64)
+    current_margin = np.full(chains, np.inf)
+    fresh = np.ones(chains, dtype=bool)
+    log = _FailureLog(network, arith, max_failures)
+    used = starts = 0
+    with bar(total=runs, desc="margin", unit="input") as progress:
+        while used < runs:
+            proposals = [task.random_tokens(rng, edits) if fresh[c]
+                         else single_token_edits(current[c], radices, offsets, edits, rng) for c in range(chains)]
+            owners = np.repeat(np.arange(chains), [len(p) for p in proposals])[:runs - used]
+            batch = np.concatenate(proposals)[:runs - used]
+            margins = margin(network, batch, arith)
+            used += batch.shape[0]
+            progress.update(batch.shape[0])
+            for c in np.unique(owners):
+                rows, values = batch[owners == c], margins[owners == c]
+                starting = bool(fresh[c])
+                starts += starting
+                if (values <= 0).any():
+                    for row in rows[values <= 0]:
+                        log.add(row)
+                    fresh[c] = True
+                elif starting or values.min() < current_margin[c]:
+                    best = int(np.argmin(values))
+                    current[c], current_margin[c], fresh[c] = rows[best], values[best], not can_edit
+                else:
+                    fresh[c] = True
+    searched = {"method": "margin", "inputs": used, "failing": len(log.distinct),
+                "seconds": round(time.perf_counter() - start, 3), "seed": seed, "chains": chains, "edits": edits,
+                "starts": starts}
+    return Probe(tuple(log.confirmed), searched)
+
+
+def hypothesis_margin(network: Network, arith: Arithmetic, max_examples: int = check.DEFAULT_MAX_EXAMPLES,
+                      seed: int = 0, max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
+    """Hypothesis generates `max_examples` inputs of the task from `seed`, steered (`hypothesis.target`) towards
+    small margins; it does not stop at a failure, so `searched["failing"]` counts the distinct failing inputs
+    among everything it ran, comparable with `probes.sampled` at `inputs` draws. No shrinking: the failures kept
+    are the first ones met."""
+    task = check.task_of(network)
+    max_examples = check_int("max_examples", max_examples, 1)
+    max_failures = check_int("max_failures", max_failures, 0)
+    one_input = {"composition": strategies.composition_tokens,
+                 "two_sum": strategies.two_sum_tokens}[task.name](task, max_batch=1).map(lambda batch: batch[0])
+    log = _FailureLog(network, arith, max_failures)
+    inputs = 0
+    start = time.perf_counter()
+
+    @hypothesis_seed(check_int("seed", seed, 0))
+    @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
+              phases=[Phase.generate, Phase.target], suppress_health_check=list(HealthCheck))
+    @given(one_input)
+    def probe(tokens: np.ndarray) -> None:
+        nonlocal inputs
+        inputs += 1
+        value = float(margin(network, tokens, arith)[0])
+        if value <= 0:
+            log.add(tokens)
+        # Hypothesis maximises a finite target: the negated margin, an overflow (-inf) as the largest float.
+        target(min(-value, sys.float_info.max))
+
+    probe()
+    searched = {"method": "hypothesis_margin", "inputs": inputs, "failing": len(log.distinct),
+                "seconds": round(time.perf_counter() - start, 3), "seed": seed, "max_examples": max_examples}
+    return Probe(tuple(log.confirmed), searched)
+
+
+__all__ = ["margin", "margin_search", "hypothesis_margin", "single_token_edits", "DEFAULT_CHAINS", "DEFAULT_EDITS"]
