@@ -71,7 +71,7 @@ def test_report_covers_every_level_and_writes_its_files(report):
         assert row["architecture"] in text
     for plot in payload["plots"]:
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(payload["plots"]) == 2
+    assert len(payload["plots"]) == 3 and "plots/capacity.png" in payload["plots"]
     assert {item["task"] for item in payload["bounds"]} >= {"composition"}
 
 

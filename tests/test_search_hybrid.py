@@ -15,7 +15,7 @@ import witness
 from reference_tasks import all_composition_inputs, composition_answer_from_tokens
 from test_cli import single_json
 from verify.search import architectures, pairs, probes
-from verify.search.hybrid import search_full, search_hybrid
+from verify.search.hybrid import counting, search_full, search_hybrid
 from witness.arith import arithmetic, parse_format
 from witness.cli import main
 from witness.errors import ParameterError
@@ -183,7 +183,7 @@ def test_cli_search_full_json_and_replay(tmp_path, capsys):
     assert payload["network"] == path
     assert {"H", "d", "p", "Hdp"} <= set(payload["budget"]) and payload["budget"]["p"] == 5
     assert payload["failures"] and payload["pairs"]
-    assert set(payload["failures"][0]) == {"tokens", "expected", "output"}
+    assert set(payload["failures"][0]) == {"tokens", "expected", "output", "trace"}
     assert set(payload["pairs"][0]) == {"a", "b", "expected_a", "expected_b", "output"}
     assert {"probes", "inputs", "seconds"} <= set(payload["searched"])
     for failure in payload["failures"]:
@@ -288,9 +288,27 @@ def test_cli_search_text_names_what_was_found(tmp_path, capsys):
 
 
 def test_counting_says_when_pairs_are_forced():
-    from verify.search.hybrid import counting
-
     assert counting(Composition(L=1, m=8), 20) == {"applies": True, "table_bits": 24.0, "state_bits": 20,
                                                    "forced": True}
     assert not counting(Composition(L=1, m=8), 24)["forced"]  # the state holds exactly the table's 8 * 3 bits
     assert not counting(Composition(L=1, m=8), 0)["applies"]  # full attention carries no state
+
+
+def test_targeted_pairs_where_counting_forces_them():
+    """m = 16: the table holds 16 log2 16 = 64 bits; two deltanet layers of H 1, d_head 2 carry 2 (4 + 2) = 12
+    numbers, 60 bits at p = 5, so counting forces pairs. Each reported pair shares its suffix, has two different
+    answers (the reference's) and one output (a fresh run), and crosses the boundary with equal values."""
+    task = Composition(L=1, m=16)
+    network = architectures.hybrid(task, 0, 2, "deltanet", H=1, d_head=2, d_model=8, seed=0)
+    assert counting(task, network.budget(LOW.bits).state_bits)["forced"]
+    found, record = pairs.targeted_pairs(network, LOW, runs=2000, seed=0)
+    assert found and record["inputs"] <= 2000 and record["confirmed"] == len(found)
+    boundary = task.segment("z1").stop
+    for pair in found:
+        a, b = np.array(pair.a), np.array(pair.b)
+        assert (a[boundary:] == b[boundary:]).all()
+        assert reference(task, a) != reference(task, b) and (pair.expected_a, pair.expected_b) == (
+            reference(task, a), reference(task, b))
+        assert output(network, a, LOW) == output(network, b, LOW) == pair.output
+        vectors = pairs.crossing_vectors(network, np.array([a, b]), boundary, LOW)
+        assert np.array_equal(vectors[0], vectors[1])

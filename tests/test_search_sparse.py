@@ -111,7 +111,7 @@ def test_search_sparse_report_and_replay(tmp_path, capsys):
     assert {"sampled", "margin", "hypothesis_margin", "hypothesis", "summary_collisions"} == {
         p["method"] for p in payload["searched"]["probes"]}
     failure = payload["failures"][0]
-    assert set(failure) == {"tokens", "expected", "output"}
+    assert set(failure) == {"tokens", "expected", "output", "trace"}
     assert failure["expected"] == two_sum_answer(failure["tokens"], 8, 0, False) != failure["output"]
     tokens = ",".join(map(str, failure["tokens"]))
     assert main(["run", str(path), "--tokens", tokens, "--format", "fp16", "--semantics", "strict", "--json"]) == 0

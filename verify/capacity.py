@@ -166,6 +166,28 @@ def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
+def standing(entry: dict[str, Any]) -> str:
+    """What one point of the curve says, in words: a fall counts only where the control learned, and it is the
+    fall counting predicts only past C (N log2 N > C); below C it is a gap of training, not of capacity."""
+    if entry["architecture"] == CONTROL:
+        return "control: learned" if entry["control_learned"] else "control: did NOT learn"
+    if not entry["control_learned"]:
+        return "no evidence (control did not learn)"
+    if entry["mean"] >= LEARNED:
+        return "learned too"
+    if entry["ratio"] is None:
+        return "fell where the control learned (no recurrent state: CPW's side)"
+    if entry["ratio"] > 1:
+        return "fell past C, where the control learned: the fall counting predicts"
+    return "fell below C, where the control learned: a gap of training, not forced by counting"
+
+
+def row_text(entry: dict[str, Any], ratio: str) -> str:
+    return (f"| {entry['size']} | {entry['table_bits']:.1f} | {ratio} | {entry['architecture']} | "
+            f"{entry['budget']['Hdp']} | {entry['state_bits']} | {entry['mean']:.3f} "
+            f"({entry['min']:.3f}–{entry['max']:.3f}) | {entry['mean_fp64']:.3f} | {standing(entry)} |")
+
+
 def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     spec = CapacitySpec(**curve["spec"])
     hybrids = {entry["architecture"]: entry["state_bits"] for entry in curve["summary"] if entry["state_bits"]}
@@ -183,15 +205,7 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
              "|---:|---:|---:|---|---:|---:|---|---:|---|"]
     for entry in curve["summary"]:
         ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
-        if entry["architecture"] == CONTROL:
-            standing = "control: learned" if entry["control_learned"] else "control: did NOT learn"
-        elif entry["control_learned"]:
-            standing = "counts (control learned)" if entry["mean"] < LEARNED else "learned too"
-        else:
-            standing = "no evidence (control did not learn)"
-        lines.append(f"| {entry['size']} | {entry['table_bits']:.1f} | {ratio} | {entry['architecture']} | "
-                     f"{entry['budget']['Hdp']} | {entry['state_bits']} | {entry['mean']:.3f} "
-                     f"({entry['min']:.3f}–{entry['max']:.3f}) | {entry['mean_fp64']:.3f} | {standing} |")
+        lines.append(row_text(entry, ratio))
     lines += ["", "A fall of a trained architecture where the control learned shows that training at this budget "
               "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
               "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]

@@ -5,7 +5,8 @@
 
 builds the network (`verify.search.architectures`), then runs the probes -- every input when the family is small
 (`exhaustive_limit`); else seeded uniform samples and, beside them at the same number of inputs, the margin-guided
-local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search; and indistinguishable pairs across the layout boundary
+local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search; where
+counting forces pairs (`counting`: the last table holds more bits than the recurrent state), `pairs.targeted_pairs`; and indistinguishable pairs across the layout boundary
 (`verify.search.pairs`) -- and returns a `SearchReport` whose every failure and pair was confirmed by a fresh run.
 With `save_network` the network is written to that file, so each finding replays with
 `witness run FILE --tokens ... --format FMT --semantics SEM`. Finding nothing is reported as what was searched,
@@ -67,11 +68,21 @@ def search_network(network: Network, arith: Arithmetic, *, seed: int = 0, save_n
     else:
         pair_list, pair_record = pairs.boundary_pairs(network, arith, boundary, pair_suffixes, pair_prefixes, seed,
                                                       max_pairs)
+    records = [p.searched for p in found] + [pair_record]
+    budget = network.budget(arith.bits).as_dict()
+    counted = counting(task, budget["state_bits"])
+    if counted.get("forced") and boundary is None and pairs.has_default_boundary(task):
+        # Counting says pairs must exist here: look for them by walking two crossings together, at the pair
+        # search's budget of inputs; each pair it finds is marked as one counting forced.
+        targeted, targeted_record = pairs.targeted_pairs(network, arith, pair_suffixes * pair_prefixes, seed,
+                                                         max_pairs=max_pairs)
+        known = {(tuple(pair.a), tuple(pair.b)) for pair in pair_list}
+        pair_list += [pair for pair in targeted if (tuple(pair.a), tuple(pair.b)) not in known]
+        records.append({**targeted_record, "forced_by_counting": True})
     if save_network is not None:
         network.save(save_network)
-    searched = {**probes.searched_summary([p.searched for p in found] + [pair_record]), **(extra or {})}
-    budget = network.budget(arith.bits).as_dict()
-    searched["counting"] = counting(task, budget["state_bits"])
+    searched = {**probes.searched_summary(records), **(extra or {})}
+    searched["counting"] = counted
     return SearchReport(save_network, arith.format_name, arith.semantics, budget, failures[:max_failures],
                         pair_list, searched)
 

@@ -24,7 +24,8 @@ from hypothesis import seed as hypothesis_seed
 
 from verify import check
 from verify.search.probes import DEFAULT_MAX_FAILURES, Probe
-from verify.search.report import Failure, confirm_failure
+from verify.result import Counterexample
+from verify.search.report import confirm_failure
 from witness import strategies
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat
@@ -88,7 +89,7 @@ class _FailureLog:
     def __init__(self, network: Network, arith: Arithmetic, max_failures: int):
         self.network, self.arith, self.max_failures = network, arith, max_failures
         self.distinct: set[tuple[int, ...]] = set()
-        self.confirmed: list[Failure] = []
+        self.confirmed: list[Counterexample] = []
 
     def add(self, tokens: np.ndarray) -> None:
         key = tuple(int(t) for t in tokens)

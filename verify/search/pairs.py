@@ -69,8 +69,8 @@ def _attention_crossing(block: Attention, x: np.ndarray, boundary: int, arith: A
             arith.store(arith.matmul(numerators, v[:, :, :boundary]))]
 
 
-def crossings(network: Network, tokens: np.ndarray, boundary: int, arith: Arithmetic) -> list[bytes]:
-    """One digest per input of everything that crosses `boundary` (see the module docstring)."""
+def crossing_vectors(network: Network, tokens: np.ndarray, boundary: int, arith: Arithmetic) -> np.ndarray:
+    """[batch, width]: everything that crosses `boundary` (see the module docstring), as the run's p-bit values."""
     tokens = np.asarray(tokens)
     if not 0 < boundary < tokens.shape[1]:
         raise ParameterError(f"boundary must lie inside the prompt (0, {tokens.shape[1]}), got {boundary}")
@@ -86,8 +86,13 @@ def crossings(network: Network, tokens: np.ndarray, boundary: int, arith: Arithm
         else:
             raise ParameterError(f"blocks.{l}: no boundary crossing is defined for mixer kind {layer.mixer.kind!r}")
     # + 0.0 turns -0.0 into 0.0: equal values, equal bytes.
-    flat = np.concatenate([np.reshape(part, (tokens.shape[0], -1)) + 0.0 for part in parts], axis=1)
-    return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in np.ascontiguousarray(flat)]
+    return np.concatenate([np.reshape(part, (tokens.shape[0], -1)) + 0.0 for part in parts], axis=1)
+
+
+def crossings(network: Network, tokens: np.ndarray, boundary: int, arith: Arithmetic) -> list[bytes]:
+    """One digest per input of everything that crosses `boundary`."""
+    flat = np.ascontiguousarray(crossing_vectors(network, tokens, boundary, arith), dtype=np.float64)
+    return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in flat]
 
 
 def _prefixes(task, boundary: int, rng: np.random.Generator, count: int) -> np.ndarray:
@@ -150,4 +155,75 @@ def boundary_pairs(network: Network, arith: Arithmetic, boundary: int | None = N
     return pairs, searched
 
 
-__all__ = ["boundary_pairs", "crossings", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]
+def looked_up_position(task, tokens: np.ndarray) -> np.ndarray:
+    """Per input, the position of the z_L entry the answer is read from (composition, `paper` layout): the answer
+    is that token, so two inputs that differ there and nowhere after the boundary have different answers."""
+    hops = task.hop_answers(tokens)
+    previous = tokens[:, task.segment("z0").start] if task.L == 1 else hops[:, -2]
+    offset = 0
+    if task.L >= 2:
+        w_last = task.decode_query(tokens[:, task.segment("w").start] - task.value_vocab)[-1]
+        offset = w_last * task.domain_sizes[-2]
+    return task.segment(f"z{task.L}").start + offset + previous
+
+
+def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0, edits: int = 32,
+                   max_pairs: int = DEFAULT_MAX_PAIRS) -> tuple[list[Pair], dict]:
+    """Pairs sought where counting says they must exist, by walking two inputs' crossings together.
+
+    An attempt draws an input A and makes B from it by changing the z_L entry the answer reads (so the answers
+    differ: that entry *is* the answer, and the suffix is shared). Then it descends on the distance between the
+    crossing vectors of A and B at p bits (`crossing_vectors`; the largest absolute difference): each step runs
+    `edits` single-token changes of B's other prefix entries and keeps the closest one if it is closer. At
+    distance 0 the crossings are equal and the pair is a candidate for `confirm_pair` (a fresh run of both: same
+    output, different answers); an attempt that stops improving starts afresh. For a linear state, a sum over
+    positions, the descent looks for changes whose contributions cancel or are absorbed by rounding; for the
+    delta rule and softmax partial sums it relaxes the same way. Exactly `runs` inputs are run (A's and B's
+    included); `searched` counts attempts, candidates and confirmed pairs."""
+    task = network.task
+    if task is None or not has_default_boundary(task):
+        raise ParameterError("targeted pairs need a composition network in the paper layout")
+    boundary = default_boundary(task)
+    runs, edits = check_int("runs", runs, 2), check_int("edits", edits, 1)
+    max_pairs = check_int("max_pairs", max_pairs, 1)
+    radices, offsets = (a[:boundary] for a in task.position_alphabets())
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    start = time.perf_counter()
+    pairs: list[Pair] = []
+    used = attempts = candidates = 0
+    while used + 2 <= runs and len(pairs) < max_pairs:
+        attempts += 1
+        a = task.random_tokens(rng, 1)[0]
+        pinned = int(looked_up_position(task, a[None])[0])
+        b = a.copy()
+        b[pinned] = offsets[pinned] + (a[pinned] - offsets[pinned] + 1 + rng.integers(radices[pinned] - 1)) \
+            % radices[pinned]
+        vectors = crossing_vectors(network, np.stack([a, b]), boundary, arith)
+        used += 2
+        target, distance = vectors[0], float(np.abs(vectors[1] - vectors[0]).max())
+        movable = np.array([position for position in range(boundary) if position != pinned and radices[position] > 1])
+        while distance > 0 and used < runs and movable.size:
+            count = min(edits, runs - used)
+            positions = rng.choice(movable, size=count)
+            shifts = 1 + rng.integers(0, radices[positions] - 1)
+            batch = np.repeat(b[None], count, axis=0)
+            batch[np.arange(count), positions] = offsets[positions] + (b[positions] - offsets[positions] + shifts) \
+                % radices[positions]
+            found = np.abs(crossing_vectors(network, batch, boundary, arith) - target).max(axis=1)
+            used += count
+            best = int(np.argmin(found))
+            if found[best] >= distance:
+                break
+            b, distance = batch[best], float(found[best])
+        if distance == 0:
+            candidates += 1
+            pair = confirm_pair(network, a, b, arith)
+            if pair is not None:
+                pairs.append(pair)
+    searched = {"method": "targeted_pairs", "boundary": boundary, "inputs": used, "attempts": attempts,
+                "candidates": candidates, "confirmed": len(pairs), "seed": seed,
+                "seconds": round(time.perf_counter() - start, 3)}
+    return pairs, searched
+
+
+__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "looked_up_position", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]

@@ -16,7 +16,7 @@ its failures (same `Probe`, inputs counted in the unit of `sampled`'s count):
     hypothesis_margin(network, arith, max_examples, seed)   Hypothesis targeted at small margins
 
 The batching, overflow handling and Hypothesis machinery are `verify.check`'s; this module only keeps more than one
-failure and turns them into confirmed `Failure`s.
+failure and turns them into confirmed `Counterexample`s.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from verify import check
-from verify.search.report import Failure, confirm_failure
+from verify.result import Counterexample
+from verify.search.report import confirm_failure
 from witness.progress import bar
 from witness.arith import Arithmetic
 from witness.ir import Network
@@ -44,7 +45,7 @@ class Probe:
     """What one probe found: confirmed `failures` (at most its `max_failures`) and its `searched` record: `method`,
     `inputs` run, `failing` inputs among them, `seconds`, plus the method's own settings (seed, ...)."""
 
-    failures: tuple[Failure, ...]
+    failures: tuple[Counterexample, ...]
     searched: dict[str, Any] = field(default_factory=dict)
 
 
@@ -58,7 +59,7 @@ def probe_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithm
     max_failures = check_int("max_failures", max_failures, 0)
     start = time.perf_counter()
     inputs = failing = 0
-    failures: list[Failure] = []
+    failures: list[Counterexample] = []
     with bar(total=total, desc=method, unit="input") as progress:
         for batch in batches:
             while batch.shape[0]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from verify.check import task_of
+from verify.result import Counterexample
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat
 from witness.execute import run
@@ -26,15 +27,6 @@ def _plain(value: Any) -> Any:
     """An answer or output as JSON-ready ints: one int (read at the last position) or a list (read everywhere)."""
     array = np.asarray(value).reshape(-1)
     return int(array[0]) if array.size == 1 else [int(v) for v in array]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An input the network answers wrongly: `output` is what it says (-1 a tie), `expected` the task's answer."""
-
-    tokens: list[int]
-    expected: Any
-    output: Any
 
 
 @dataclass(frozen=True)
@@ -58,7 +50,7 @@ class SearchReport:
     format: str
     semantics: str
     budget: dict[str, Any]
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[Counterexample] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
     searched: dict[str, Any] = field(default_factory=dict)
 
@@ -74,12 +66,13 @@ def _output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
         return None
 
 
-def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Failure | None:
-    """`Failure` if the network, re-run from scratch under `arith`, answers `tokens` wrongly; else None."""
+def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Counterexample | None:
+    """A `Counterexample` (the verifier's type; `output` None: the run overflowed) if the network, re-run from
+    scratch under `arith`, answers `tokens` wrongly; else None."""
     tokens = [int(t) for t in tokens]
     expected = _plain(task_of(network).answers(np.asarray([tokens]))[0])
     output = _output(network, tokens, arith)
-    return None if output == expected else Failure(tokens, expected, output)
+    return None if output == expected else Counterexample(tokens, expected, output)
 
 
 def confirm_pair(network: Network, a, b, arith: Arithmetic) -> Pair | None:
