@@ -312,3 +312,10 @@ def test_targeted_pairs_where_counting_forces_them():
         assert output(network, a, LOW) == output(network, b, LOW) == pair.output
         vectors = pairs.crossing_vectors(network, np.array([a, b]), boundary, LOW)
         assert np.array_equal(vectors[0], vectors[1])
+
+
+def test_crossing_distance_is_zero_exactly_on_equal_crossings():
+    target = np.array([1.0, np.inf, -np.inf, 0.0])
+    rows = np.array([[1.0, np.inf, -np.inf, -0.0], [1.0, np.inf, np.inf, 0.0], [np.nan, np.inf, -np.inf, 0.0],
+                     [1.5, np.inf, -np.inf, 0.0]])
+    assert pairs.crossing_distance(rows, target).tolist() == [0.0, np.inf, np.inf, 0.5]

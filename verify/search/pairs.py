@@ -167,6 +167,14 @@ def looked_up_position(task, tokens: np.ndarray) -> np.ndarray:
     return task.segment(f"z{task.L}").start + offset + previous
 
 
+def crossing_distance(rows: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per row, the largest |row - target| over entries that differ (equal entries, infinities included, count 0;
+    a NaN or a differing infinity counts as infinitely far): 0 exactly when the crossings are equal."""
+    with np.errstate(invalid="ignore"):
+        gaps = np.where(rows == target, 0.0, np.abs(rows - target))
+    return np.nan_to_num(gaps, nan=np.inf, posinf=np.inf).max(axis=1)
+
+
 def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0, edits: int = 32,
                    max_pairs: int = DEFAULT_MAX_PAIRS) -> tuple[list[Pair], dict]:
     """Pairs sought where counting says they must exist, by walking two inputs' crossings together.
@@ -200,7 +208,7 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
             % radices[pinned]
         vectors = crossing_vectors(network, np.stack([a, b]), boundary, arith)
         used += 2
-        target, distance = vectors[0], float(np.abs(vectors[1] - vectors[0]).max())
+        target, distance = vectors[0], float(crossing_distance(vectors[1:], vectors[0])[0])
         movable = np.array([position for position in range(boundary) if position != pinned and radices[position] > 1])
         while distance > 0 and used < runs and movable.size:
             count = min(edits, runs - used)
@@ -209,7 +217,7 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
             batch = np.repeat(b[None], count, axis=0)
             batch[np.arange(count), positions] = offsets[positions] + (b[positions] - offsets[positions] + shifts) \
                 % radices[positions]
-            found = np.abs(crossing_vectors(network, batch, boundary, arith) - target).max(axis=1)
+            found = crossing_distance(crossing_vectors(network, batch, boundary, arith), target)
             used += count
             best = int(np.argmin(found))
             if found[best] >= distance:
@@ -226,4 +234,5 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
     return pairs, searched
 
 
-__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "looked_up_position", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]
+__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "crossing_distance",
+           "looked_up_position", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]
