@@ -59,7 +59,7 @@ NOTES = """Notes.
   stays of order one without a layer norm, so outputs are finite and ties rare. Random networks are far from
   solving the task, so they are wrong on most inputs: those failures replay, but they say nothing about the
   architecture, only about these weights.
-* Trained rows: the shared trainer (3 seeds, 20 s each unless stated, best held-out accuracy kept) gets near chance
+* Trained rows: the shared trainer (2 seeds, 400 steps each, a fixed count; best held-out accuracy kept) gets near chance
   accuracy within these budgets. The pair search then looks for indistinguishable pairs across the boundary after
   the z_L table; at the tiny budget (d_model 2, float:2,3: Hdp 12) the crossing messages carry few bits, and a pair
   found there is a proof that the trained network answers one of its two inputs wrongly.
