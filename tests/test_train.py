@@ -200,3 +200,23 @@ def test_the_default_recipe_learns_the_l1_family_m8():
     network, report = train(full_architecture(2, 4, 8, 32, mlp_ratio=0), task, steps=1500, seed=0)
     tokens = task.random_tokens(np.random.default_rng(123), 4096)
     assert report.accuracy >= 0.98 and recount(network, tokens, chain_answers(tokens, task.m)) >= 0.98
+
+
+def test_cli_train_json_says_what_the_accuracy_is_measured_on(tmp_path, capsys):
+    import json
+
+    import witness
+    from witness.cli import main
+
+    out = tmp_path / "net.npz"
+    argv = ["train", "composition", "--L", "2", "--m", "2", "--n", "2", "--arch", "full", "--layers", "3", "--H", "1",
+            "--d-head", "4", "--d-model", "8", "--steps", "6", "--lr-sweep", "1e-3", "1e-2", "-o", str(out), "--json"]
+    assert main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    accuracy = payload["accuracy"]
+    # 2 * 2^2 * 4^4 * 2 = 4,096 inputs: small enough to measure on every one
+    assert (accuracy["format"], accuracy["semantics"], accuracy["exhaustive"]) == ("fp64", "strict", True)
+    assert accuracy["inputs"] == 4096 and 0.0 <= accuracy["value"] <= 1.0
+    assert payload["steps"] == 6 and payload["hop_weight"] == 1.0 and payload["learning_curve"][-1]["step"] == 6
+    assert [lr for lr, _ in payload["lr_sweep"]["tried"]] == [1e-3, 1e-2] and payload["lr"] == payload["lr_sweep"]["lr"]
+    assert witness.load(out).meta.notes["trained"]["steps"] == 6
