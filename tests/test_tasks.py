@@ -264,3 +264,14 @@ def test_task_from_params_round_trip():
         task_from_params("three_sum", {})
     with pytest.raises(ParameterError, match="bad parameters for task composition"):
         task_from_params("composition", {"L": 1, "m": 2, "depth": 3})
+
+
+@pytest.mark.parametrize("L, m, n, layout", [(1, 5, (), "paper"), (2, 3, (2,), "forward"), (3, 2, (2, 3), "paper")])
+def test_every_hop_and_the_position_it_reads_follow_the_reference_chain(L, m, n, layout):
+    task = Composition(L=L, m=m, n=n, layout=layout)
+    tokens = task.random_tokens(np.random.default_rng(7), 200)
+    positions = task.hop_positions(tokens)
+    for row, where in zip(tokens, positions):
+        z0, tables, w = parse_composition_tokens(m, n, row, layout)
+        assert list(row[where]) == composition_chain(m, n, z0, tables, w)[1:]
+    assert np.array_equal(task.hop_answers(tokens), np.take_along_axis(tokens, positions, axis=1))

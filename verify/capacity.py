@@ -38,7 +38,6 @@ from verify.search.architectures import full_architecture, hybrid_architecture
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import ParameterError
-from witness.execute import run
 from witness.ir import RECURRENT_MIXERS
 from witness.sweep import Engine, sweep
 from witness.tasks import Composition
@@ -116,14 +115,13 @@ def point_job(job: dict[str, Any]) -> dict[str, Any]:
     network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=spec.lr,
                                   hop_weight=spec.hop_weight)
     tokens = task.random_tokens(np.random.default_rng([job["seed"], 3]), spec.eval_inputs)
-    expected = task.answers(tokens).reshape(len(tokens), -1)
     fmt = parse_format(spec.format)
-    at_format = run(network, tokens, arithmetic(fmt, spec.semantics)).predictions
     table = task.domain_sizes[-1]
     cost = budget(network, fmt.bits)
     return {"size": job["size"], "architecture": job["architecture"], "seed": job["seed"],
             "params": task.params(), "layers": [spec_.mixer for spec_ in architecture.layers],
-            "accuracy": float((at_format == expected).all(axis=1).mean()), "accuracy_fp64": report.accuracy,
+            "accuracy": train.accuracy(network, tokens, arithmetic(fmt, spec.semantics)),
+            "accuracy_fp64": report.accuracy,
             "eval_inputs": spec.eval_inputs, "steps": report.steps, "final_loss": report.final_loss,
             "seconds": round(report.seconds, 2), "table_bits": table * math.log2(table),
             "budget": cost.as_dict()}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -419,25 +420,37 @@ class NetworkModule(nn.Module):
         self.basis = network.basis
         self.meta = network.meta
 
-    def residual(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The residual stream after the last layer, [batch, n, d_model]."""
+    def residuals(self, tokens: torch.Tensor) -> Iterator[torch.Tensor]:
+        """The residual stream, [batch, n, d_model]: the embedding, then after each layer in turn (the last is
+        `residual`); a generator, so that a caller can read a layer's stream before the next layer is computed."""
         tokens = torch.as_tensor(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None]
         x = self.embed.W_E[tokens] + self.pos_embed.W_pos[: tokens.shape[1]]
+        yield x
         for layer in self.blocks:
             x = layer(x)
+            yield x
+
+    def residual(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the last layer, [batch, n, d_model]."""
+        *_, x = self.residuals(tokens)
         return x
 
+    def unembed_stream(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits x W_U + b_U of residual vectors x [..., d_model]."""
+        return torch.matmul(x, self.unembed.W_U) + self.unembed.b_U
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(self.residual(tokens), self.unembed.W_U) + self.unembed.b_U
+        return self.unembed_stream(self.residual(tokens))
 
     def read_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits at the read positions [batch, n_read, d_vocab_out], as `witness.execute.run` reports them."""
-        x = self.residual(tokens)
-        if self.read == "last":
-            x = x[:, -1:]
-        return torch.matmul(x, self.unembed.W_U) + self.unembed.b_U
+        return self.read_from(self.residual(tokens))
+
+    def read_from(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits `read_logits` reports, from the final residual stream x [batch, n, d_model]."""
+        return self.unembed_stream(x[:, -1:] if self.read == "last" else x)
 
     def structure(self) -> dict[str, Any]:
         return {"layers": [{**layer.attn.structure(), "mlp": layer.mlp is not None} for layer in self.blocks],

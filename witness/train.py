@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from witness.errors import ParameterError, TrainingDiverged
-from witness.execute import run
+from witness.arith import FLOAT64, Arithmetic
+from witness.execute import run, unique_argmax
 from witness.progress import bar
 from witness.resources import require_memory
 from witness.ir import (MIXERS, MLP, READ_MODES, RECURRENT_MIXERS, RNN, Basis, Embedding, Layer, Meta, Network,
@@ -246,10 +247,11 @@ def evaluation_inputs(task, seed: int) -> tuple[np.ndarray, bool]:
     return task.random_tokens(np.random.default_rng([seed, 1]), EVAL_INPUTS), False
 
 
-def accuracy(network: Network, tokens: np.ndarray) -> float:
-    """Fraction of inputs whose every read position is the unique argmax of the right answer (float64 executor)."""
+def accuracy(network: Network, tokens: np.ndarray, arith: Arithmetic = FLOAT64) -> float:
+    """Fraction of inputs whose every read position is the unique argmax of the right answer (the executor, by
+    default in float64)."""
     expected = network.task.answers(tokens).reshape(len(tokens), -1)
-    predicted = run(network, tokens).predictions
+    predicted = run(network, tokens, arith).predictions
     return float((predicted == expected).all(axis=1).mean())
 
 
@@ -287,28 +289,24 @@ def _losses(module, tokens: torch.Tensor, targets: torch.Tensor, hop_targets: to
             hop_at: dict[int, int], hop_weight: float) -> torch.Tensor:
     """Cross-entropy at the read positions, plus hop_weight times the mean cross-entropy of each intermediate hop
     read through the unembedding after its layer (last position)."""
-    x = module.embed.W_E[tokens] + module.pos_embed.W_pos[: tokens.shape[1]]
-    wanted = {layer: hop for hop, layer in hop_at.items()}
+    wanted = {layer: hop for hop, layer in hop_at.items()} if hop_weight else {}
     hop_losses = []
-    for depth, layer in enumerate(module.blocks):
-        x = layer(x)
-        if hop_weight and depth in wanted:
-            logits = torch.matmul(x[:, -1], module.unembed.W_U) + module.unembed.b_U
-            hop_losses.append(torch.nn.functional.cross_entropy(logits, hop_targets[:, wanted[depth] - 1]))
-    read = x[:, -1:] if module.read == "last" else x
-    logits = torch.matmul(read, module.unembed.W_U) + module.unembed.b_U
+    for depth, x in enumerate(module.residuals(tokens), start=-1):  # -1: the embedding
+        if depth in wanted:  # read out while the forward pass is here: the gradient sums in the same order
+            hop_losses.append(torch.nn.functional.cross_entropy(module.unembed_stream(x[:, -1]),
+                                                                hop_targets[:, wanted[depth] - 1]))
+    logits = module.read_from(x)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     if hop_losses:
         loss = loss + hop_weight * torch.stack(hop_losses).mean()
     return loss
 
 
-def _torch_accuracy(module, tokens: torch.Tensor, expected: torch.Tensor) -> float:
+def _torch_accuracy(module, tokens: torch.Tensor, expected: np.ndarray) -> float:
+    """`accuracy`'s count on the float32 module's logits (the learning curve's cheap measurement)."""
     with torch.no_grad():
         logits = module.read_logits(tokens)
-    top = logits.max(dim=-1)
-    unique = (logits == top.values[..., None]).sum(dim=-1) == 1
-    return float(((top.indices == expected) & unique).all(dim=-1).double().mean())
+    return float((unique_argmax(logits.double().numpy()) == expected).all(axis=1).mean())
 
 
 def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: int = 0, lr: float = DEFAULT_LR,
@@ -344,7 +342,7 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
 
     eval_tokens, exhaustive = evaluation_inputs(task, seed)
     curve_tokens = torch.as_tensor(eval_tokens[:CURVE_INPUTS])
-    curve_expected = torch.as_tensor(task.answers(eval_tokens[:CURVE_INPUTS]).reshape(len(curve_tokens), -1))
+    curve_expected = task.answers(eval_tokens[:CURVE_INPUTS]).reshape(len(curve_tokens), -1)
     data_rng = np.random.default_rng([seed, 0])
     previous_determinism, previous_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)

@@ -5,9 +5,9 @@
 
 builds the network (`verify.search.architectures`), then runs the probes -- every input when the family is small
 (`exhaustive_limit`); else seeded uniform samples and, beside them at the same number of inputs, the margin-guided
-local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search; where
-counting forces pairs (`counting`: the last table holds more bits than the recurrent state), `pairs.targeted_pairs`; and indistinguishable pairs across the layout boundary
-(`verify.search.pairs`) -- and returns a `SearchReport` whose every failure and pair was confirmed by a fresh run.
+local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search;
+indistinguishable pairs across the layout boundary (`verify.search.pairs`), and, where counting forces pairs
+(`counting`: the last table holds more bits than the recurrent state), `pairs.targeted_pairs` -- and returns a `SearchReport` whose every failure and pair was confirmed by a fresh run.
 With `save_network` the network is written to that file, so each finding replays with
 `witness run FILE --tokens ... --format FMT --semantics SEM`. Finding nothing is reported as what was searched,
 never as a proof of correctness.

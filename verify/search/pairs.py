@@ -155,18 +155,6 @@ def boundary_pairs(network: Network, arith: Arithmetic, boundary: int | None = N
     return pairs, searched
 
 
-def looked_up_position(task, tokens: np.ndarray) -> np.ndarray:
-    """Per input, the position of the z_L entry the answer is read from (composition, `paper` layout): the answer
-    is that token, so two inputs that differ there and nowhere after the boundary have different answers."""
-    hops = task.hop_answers(tokens)
-    previous = tokens[:, task.segment("z0").start] if task.L == 1 else hops[:, -2]
-    offset = 0
-    if task.L >= 2:
-        w_last = task.decode_query(tokens[:, task.segment("w").start] - task.value_vocab)[-1]
-        offset = w_last * task.domain_sizes[-2]
-    return task.segment(f"z{task.L}").start + offset + previous
-
-
 def crossing_distance(rows: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Per row, the largest |row - target| over entries that differ (equal entries, infinities included, count 0;
     a NaN or a differing infinity counts as infinitely far): 0 exactly when the crossings are equal."""
@@ -202,7 +190,7 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
     while used + 2 <= runs and len(pairs) < max_pairs:
         attempts += 1
         a = task.random_tokens(rng, 1)[0]
-        pinned = int(looked_up_position(task, a[None])[0])
+        pinned = int(task.hop_positions(a)[0, -1])  # the z_L entry the answer is
         b = a.copy()
         b[pinned] = offsets[pinned] + (a[pinned] - offsets[pinned] + 1 + rng.integers(radices[pinned] - 1)) \
             % radices[pinned]
@@ -234,5 +222,4 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
     return pairs, searched
 
 
-__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "crossing_distance",
-           "looked_up_position", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]
+__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "crossing_distance", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]

@@ -226,15 +226,22 @@ class Composition:
     def hop_answers(self, tokens: Any) -> np.ndarray:
         """Every hop of the chain, [batch, L]: column l - 1 is i_l = z_l(w_{l-1} N_{l-2} + i_{l-1}) (i_0 = z_0)."""
         batch = self.check_tokens(tokens)
+        return np.take_along_axis(batch, self._hop_positions(batch), axis=1)
+
+    def hop_positions(self, tokens: Any) -> np.ndarray:
+        """[batch, L]: column l - 1 is the prompt position hop l reads, the entry of table z_l that is i_l."""
+        return self._hop_positions(self.check_tokens(tokens))
+
+    def _hop_positions(self, batch: np.ndarray) -> np.ndarray:
         rows = np.arange(batch.shape[0])
         sizes = self.domain_sizes
         w = self.decode_query(batch[:, self.segment("w").start] - self.value_vocab)
-        i = batch[rows, self.segment("z1").start + batch[:, self.segment("z0").start]]
-        hops = [i]
+        position = self.segment("z1").start + batch[:, self.segment("z0").start]
+        positions = [position]
         for l in range(1, self.L):
-            i = batch[rows, self.segment(f"z{l + 1}").start + w[l - 1] * sizes[l - 1] + i]
-            hops.append(i)
-        return np.stack(hops, axis=1)
+            position = self.segment(f"z{l + 1}").start + w[l - 1] * sizes[l - 1] + batch[rows, position]
+            positions.append(position)
+        return np.stack(positions, axis=1)
 
     def random_tokens(self, seed: int | np.random.Generator, count: int) -> np.ndarray:
         """`count` uniformly random inputs as a token batch (count, prompt_length), reproducible from `seed`."""
