@@ -7,7 +7,7 @@ For L = 2 (n = [4]) and L = 3 (n = [4, 4]) and table sizes m: each construction 
 `composition_hybrid`: 1 linear + L full; `composition_hybrid_small_table`: 2 linear + L-1 full) is compiled, its
 budget read at p = 16 (`witness.budget`), and it is certified (`verify.certify.certify`, every input) under `strict`
 at fp16, bf16 and fp32. The certify time at fp16 is printed as a ratio to the composition network's, measured in
-this process. For m <= 16, the smallest float format certify verifies (`verify.precision.min_precision`).
+this process. For m <= 16, the smallest float format certify verifies (`verify.precision.table`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 import witness
 from verify.certify import certify
-from verify.precision import min_precision, network_checker
+from verify import precision
 from witness.arith.semantics import arithmetic
 
 CONSTRUCTIONS = ("composition", "composition_hybrid", "composition_hybrid_small_table")
@@ -43,7 +43,8 @@ def rows(sizes: list[int], precision_up_to: int):
                 baseline = seconds if baseline is None else baseline
                 p_star = "-"
                 if m <= precision_up_to:
-                    p_star = min_precision(network_checker(network, "certify"), "float", "strict", 32).format
+                    case = precision.Case(precision.network_checker(network, "certify"), "float", "strict", 32)
+                    p_star = precision.table([case])[0].result.format
                 kinds = [layer.mixer.kind for layer in network.layers]
                 yield (L, m, network.task.prompt_length, name, f"{kinds.count('linear')}+{kinds.count('attention')}",
                        budget["H"], budget["d_head"], budget["d_model"], budget["Hdp"], budget["state_bits"],

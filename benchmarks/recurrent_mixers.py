@@ -16,7 +16,7 @@ import numpy as np
 
 from witness.arith import FLOAT64, arithmetic
 from witness.execute import run
-from witness.ir import RECURRENT_MIXERS
+from witness.mixers import RECURRENT_MIXERS
 from witness.tasks import Composition
 from witness.train import Architecture, LayerSpec
 from timing import best_time  # benchmarks/timing.py: fastest of several runs

@@ -31,7 +31,7 @@ BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
 
 #: Quick settings of the scripts whose --quick is missing or still too slow for a run of everything.
 QUICK_ARGS = {
-    "strict_overhead.py": ["--inputs", "50", "--repeat", "1"],
+    "strict_overhead.py": ["--inputs", "256", "--repeat", "3"],
     "sparse_vs_full.py": ["--sizes", "32", "64", "--inputs", "16", "--repeat", "1", "--attempts", "2"],
 }
 #: Column headers that hold a ratio (each against the baseline named by the benchmark's own table).

@@ -25,12 +25,12 @@ import torch
 from torch import nn
 
 import witness.torch as wt
+from witness.mixers.chunked import CHUNK_SIZE as CHUNK
 from witness.tasks import Composition
 from witness.train import Architecture, LayerSpec
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 D_MODEL, D_HEAD, D_MLP, LAYERS = 32, 16, 64, 2
-CHUNK = wt.CHUNK_SIZE
 
 
 def plain_delta_rule(q, k, v, beta):

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.residual import code_width, pm1_codes, table_bytes
+from constructions.residual import code_width, pm1_codes
 from witness.errors import ParameterError
-from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import Attention
+from witness.storage import narrowest_dtype, seal
 from witness.tasks import Composition
 
 NAME = "composition"
@@ -81,7 +83,8 @@ class Sparse:
     runs: tuple[tuple, ...]
 
     def dense(self) -> np.ndarray:
-        out = np.zeros(self.shape)
+        """The array, built once in the narrowest dtype that holds its values (witness.storage) and sealed."""
+        out = np.zeros(self.shape, narrowest_dtype(np.array([0.0] + [run[-1] for run in self.runs])))
         for run in self.runs:
             if len(self.shape) == 2:
                 row, column, length, value = run
@@ -89,7 +92,7 @@ class Sparse:
             else:
                 index, length, value = run
                 out[index:index + length] = value
-        return out
+        return seal(out)
 
 
 #: The arrays of one layer of the description: one causal softmax head (no head axis; biases zero) and its MLP.
@@ -225,11 +228,16 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
 
 def memory_bytes(L: int, m: int, n=(), layout: str = "paper") -> int:
     """What `build` allocates, from the description's widths (no table is built): the embedding, position and
-    unembedding tables, and the dense layers."""
+    unembedding tables in their dtype (`table_dtype`), each once, the dense layers (float64 at most), and the
+    index arrays and code blocks `materialise` holds while it writes them."""
     description = describe(L, m, n, layout)
     task = description.task
     layers = sum(8 * int(np.prod(array.shape)) for arrays in description.weights for array in arrays.values())
-    return table_bytes(task.vocab_size + task.prompt_length + task.value_vocab, description.d_model) + 2 * layers
+    tables = table_dtype(description).itemsize * (task.vocab_size + task.prompt_length + task.value_vocab)
+    indices = 8 * 3 * max(task.prompt_length, task.vocab_size)  # rows, low and high parts of the addresses
+    widest = max(width for _, width in description.groups.values())
+    codes = CODE_ROWS * 8 * (4 + widest)  # one block of values, their shifts and bytes, and its codes
+    return tables * description.d_model + layers + indices + codes
 
 
 def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
@@ -243,53 +251,79 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
         notes={"beta": description.beta, "C": description.C, "fetch_threshold": 0.5, "off_target_mass_bound": 0.25},
     )
     W_E, W_pos, W_U = materialise(description)
-    V = description.task.value_vocab
-    return Network(Embedding(W_E, W_pos), description.layers(), Readout(W_U, np.zeros(V), read="last"),
+    return Network(Embedding(W_E, W_pos), description.layers(), Readout(W_U, zero_bias(description), read="last"),
                    description.basis(), meta)
 
 
 build.memory_bytes = memory_bytes
 
+#: Rows of ±1 codes computed at a time while the tables are written, so that no temporary grows with the tables.
+CODE_ROWS = 1 << 16
+
+
+def table_dtype(description: Description) -> np.dtype:
+    """The narrowest dtype (witness.storage) holding every value the rules write: 0, the ±1 codes, a one-hot 1 and
+    the constants."""
+    constants = [rule.constant for embedding_class in description.positions + description.tokens
+                 for rule in embedding_class.rules if rule.source == "constant"]
+    return narrowest_dtype(np.array([0.0, 1.0, -1.0] + constants))
+
+
+def zero_bias(description: Description) -> np.ndarray:
+    """The readout's bias b_U: zero for every answer."""
+    return seal(np.zeros(description.task.value_vocab, table_dtype(description)))
+
 
 def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """W_E [d_vocab, d_model], W_pos [n_ctx, d_model] and W_U [d_model, V] from the description's rules."""
+    """W_E [d_vocab, d_model], W_pos [n_ctx, d_model] and W_U [d_model, V] from the description's rules, each
+    written once into a table of `table_dtype` and sealed, so that the IR keeps it without a copy."""
     task, groups = description.task, description.groups
     d_model = description.d_model
     sizes = task.domain_sizes
     V = task.value_vocab
+    dtype = table_dtype(description)
 
-    def write(table: np.ndarray, rows: np.ndarray, rule: CodeRule, codes_of) -> None:
+    def write(table: np.ndarray, rows: slice, rule: CodeRule, codes_of) -> None:
         start, _ = groups[rule.group]
         if rule.source == "constant":
             table[rows, start] = rule.constant
         elif rule.source == "address_onehot":
-            table[rows, start + codes_of(rule)] = 1.0
+            table[np.arange(rows.start, rows.stop), start + codes_of(rule)] = 1
         else:
-            table[np.ix_(rows, start + np.arange(rule.width))] = pm1_codes(codes_of(rule), rule.width)
+            write_codes(table, rows.start, start, codes_of(rule), rule.width)
 
-    W_pos = np.zeros((task.prompt_length, d_model))  # [n_ctx, d_model]
+    W_pos = np.zeros((task.prompt_length, d_model), dtype)  # [n_ctx, d_model]
     for position_class in description.positions:
         seg = task.segment(position_class.name)
-        rows = np.arange(seg.start, seg.stop)
         address = np.arange(seg.length)
         l = int(seg.name[1:]) if seg.name.startswith("z") else 0
         low = address if l <= 1 else address % sizes[max(l - 2, 0)]
         high = address // sizes[l - 2] if l >= 2 else np.zeros_like(address)
         for rule in position_class.rules:
-            write(W_pos, rows, rule, lambda r: high if r.source == "address_high" else low)
+            write(W_pos, slice(seg.start, seg.stop), rule, lambda r: high if r.source == "address_high" else low)
 
-    W_E = np.zeros((task.vocab_size, d_model))  # [d_vocab, d_model]
+    W_E = np.zeros((task.vocab_size, d_model), dtype)  # [d_vocab, d_model]
     query_digits = task.decode_query(np.arange(task.query_count))
-    token_rows = {"value": np.arange(V), "query": np.arange(V, task.vocab_size)}
+    token_ids = {"value": np.arange(V), "query": np.arange(V, task.vocab_size)}
     for token_class in description.tokens:
-        rows = token_rows[token_class.name]
+        ids = token_ids[token_class.name]
         for rule in token_class.rules:
-            write(W_E, rows, rule, lambda r: rows if r.source == "value" else query_digits[r.digit - 1])
+            write(W_E, slice(ids[0], ids[-1] + 1), rule,
+                  lambda r: ids if r.source == "value" else query_digits[r.digit - 1])
 
-    W_U = np.zeros((d_model, V))  # [d_model, d_vocab_out]
+    W_U = np.zeros((d_model, V), dtype)  # [d_model, d_vocab_out]
     start, width = groups[description.readout_group]
-    W_U[start:start + width, :] = pm1_codes(np.arange(V), width).T
-    return W_E, W_pos, W_U
+    write_codes(W_U.T, 0, start, np.arange(V), width)
+    return seal(W_E), seal(W_pos), seal(W_U)
+
+
+def write_codes(table: np.ndarray, first_row: int, column: int, values: np.ndarray, width: int) -> None:
+    """Row first_row + i of `table` gets the ±1 code of values[i] in columns column .. column + width - 1,
+    CODE_ROWS rows at a time."""
+    for offset in range(0, len(values), CODE_ROWS):
+        chunk = values[offset:offset + CODE_ROWS]
+        row = first_row + offset
+        table[row:row + len(chunk), column:column + width] = pm1_codes(chunk, width, table.dtype)
 
 
 def _sign_mlp(d_model: int, fetch: int, target: int, width: int) -> dict[str, Sparse]:

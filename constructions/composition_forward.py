@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from constructions.residual import ResidualLayout, code_width, pm1_codes, table_bytes
-from witness.ir import MLP, RNN, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import RNN
 from witness.tasks import Composition
 
 NAME = "composition_forward_recurrent"

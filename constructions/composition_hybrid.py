@@ -37,7 +37,8 @@ import numpy as np
 
 from constructions.composition import CodeRule, Description, describe, materialise
 from constructions.residual import pm1_codes
-from witness.ir import MLP, Embedding, Layer, LinearAttention, Meta, Network, Readout
+from witness.ir import MLP, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import LinearAttention
 
 NAME = "composition_hybrid"
 SMALL_TABLE = "composition_hybrid_small_table"

@@ -34,15 +34,23 @@ def code_width(count: int) -> int:
     return (count - 1).bit_length()
 
 
-def pm1_codes(values: np.ndarray, width: int) -> np.ndarray:
-    """±1 binary codes, shape values.shape + (width,): entry k is +1 where bit k of the value is 1, else -1.
+#: The ±1 codes of the bytes: row b, entry k is +1 where bit k of b is 1, else -1.
+BYTE_CODES = (2 * ((np.arange(256)[:, None] >> np.arange(8)) & 1) - 1).astype(np.int8)
+
+
+def pm1_codes(values: np.ndarray, width: int, dtype=np.float64) -> np.ndarray:
+    """±1 binary codes, shape values.shape + (width,), in `dtype`: entry k is +1 where bit k of the value is 1, else
+    -1 (looked up a byte of the value at a time).
 
     Two different values below 2**width differ in at least one bit, so their codes' inner product is at most
     width - 2; a code's inner product with itself is width.
     """
     values = np.asarray(values, dtype=np.int64)
-    bits = (values[..., None] >> np.arange(width, dtype=np.int64)) & 1
-    return (2 * bits - 1).astype(np.float64)
+    codes = np.empty(values.shape + (width,), dtype)
+    for low in range(0, width, 8):
+        high = min(low + 8, width)
+        codes[..., low:high] = BYTE_CODES[(values >> low) & 255, :high - low]
+    return codes
 
 
 def table_bytes(rows: int, d_model: int) -> int:

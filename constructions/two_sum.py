@@ -51,7 +51,8 @@ import numpy as np
 
 from constructions.residual import ResidualLayout, code_width, pm1_codes, table_bytes
 from witness.errors import ParameterError
-from witness.ir import MLP, Attention, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import Attention
 from witness.tasks import TwoSum
 
 NAME = "two_sum"

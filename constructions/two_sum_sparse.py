@@ -43,7 +43,8 @@ import numpy as np
 from constructions import two_sum
 from constructions.residual import code_width, table_bytes
 from witness.errors import ParameterError
-from witness.ir import MLP, BlockSparseAttention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import BlockSparseAttention
 from witness.tasks.base import check_int
 
 NAME = "two_sum_sparse"

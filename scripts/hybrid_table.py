@@ -35,7 +35,7 @@ from verify.search import architectures
 from verify.search import bounds as theorem_bounds
 from verify.search.hybrid import PAIR_SUFFIXES, search_hybrid
 from witness.arith import arithmetic, parse_format
-from witness.ir import RECURRENT_MIXERS
+from witness.mixers import RECURRENT_MIXERS
 from witness.registry import construction_names
 from witness.tasks import Composition
 

@@ -19,34 +19,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
 from verify import precision
-from witness.sweep import Engine, sweep
-
-COLUMNS = [("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixed", "theory")]
-
-
-def measure(L: int, log2_n: int, family: str, semantics: str) -> precision.PrecisionResult:
-    m = 2**log2_n - 2
-    return precision.min_precision(precision.composition_checker(L, m, ()), family, semantics)
+from verify.precision import COLUMNS
+from witness.sweep import Engine
 
 
-def measure_job(job: tuple[int, int, str, str]) -> tuple[precision.PrecisionResult, float]:
-    """One cell of the table and the seconds it took."""
-    start = time.perf_counter()
-    return measure(*job), time.perf_counter() - start
-
-
-def slope(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares slope of p* against log2 n."""
-    if len(points) < 2:
-        return None
-    x, y = np.array(points, dtype=float).T
-    return float(np.polyfit(x, y, 1)[0])
+def case(L: int, log2_n: int, family: str, semantics: str) -> precision.Case:
+    """One cell of the table: m = n - 2, so the prompt length is n = 2^log2_n."""
+    return precision.Case(precision.composition_checker(L, 2**log2_n - 2, ()), family, semantics)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,31 +44,23 @@ def main(argv: list[str] | None = None) -> int:
     L = 1
     jobs = [(L, k, family, semantics) for family, semantics in COLUMNS
             for k in range(4, (args.strict_max if semantics == "strict" else args.theory_max) + 1)]
-    done = sweep(measure_job, jobs, Engine(args.workers, args.scheduler), progress="p* cells")
+    rows = precision.table([case(*job) for job in jobs], Engine(args.workers, args.scheduler))
     table: dict[tuple[int, str, str], precision.PrecisionResult] = {}
     seconds: dict[tuple[str, str], float] = {column: 0.0 for column in COLUMNS}
-    for (_, k, family, semantics), (result, spent) in zip(jobs, done):
-        table[(k, family, semantics)] = result
-        seconds[(family, semantics)] += spent
+    for (_, k, family, semantics), row in zip(jobs, rows):
+        table[(k, family, semantics)] = result = row.result
+        seconds[(family, semantics)] += row.seconds
         print(f"n = 2^{k:<3} {family:5} {semantics:6} p* = {result.p} ({result.format}), "
               f"{len(result.trials)} checks", file=sys.stderr)
 
     ks = sorted({k for k, _, _ in table})
-    slopes = {column: slope([(k, table[(k, *column)].p) for k in ks
+    slopes = {column: precision.slope([(k, table[(k, *column)].p) for k in ks
                              if (k, *column) in table and table[(k, *column)].p is not None])
               for column in COLUMNS}
     args.out.mkdir(parents=True, exist_ok=True)
     write_markdown(args.out / "min_precision.md", L, ks, table, slopes, seconds)
     write_plot(args.out / "min_precision.png", ks, table, slopes)
     return 0
-
-
-def cell(result: precision.PrecisionResult | None) -> str:
-    if result is None:
-        return ""
-    if result.p is None:
-        return "unknown"
-    return f"{result.p} ({result.format})"
 
 
 def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
@@ -113,7 +87,7 @@ def write_markdown(path: Path, L: int, ks, table, slopes, seconds) -> None:
         "|---:|---:|" + "---:|" * len(COLUMNS),
     ]
     for k in ks:
-        cells = " | ".join(cell(table.get((k, *column))) for column in COLUMNS)
+        cells = " | ".join(precision.cell(table.get((k, *column))) for column in COLUMNS)
         lines.append(f"| 2^{k} | {k} | {cells} |")
     lines += ["", "Least-squares slope of p* against log2 n (bits per doubling of the prompt):", ""]
     for column in COLUMNS:

@@ -103,8 +103,9 @@ def table(sizes: list[int], trained: bool) -> tuple[list[str], list[str]]:
     for n in sizes:
         started = time.perf_counter()
         task = TwoSum(n, n, 0)
-        best = precision.min_precision(precision.two_sum_checker(n, n, 0), "float", "strict", max_bits=40)
         full = witness.compile("two_sum", n=n, M=n, t=0)
+        case = precision.Case(precision.network_checker(full, "certify"), "float", "strict", max_bits=40)
+        best = precision.table([case])[0].result
         budget, verdict = certified(full, best.format)
         lines.append(line(n, "—", "—", "`two_sum` (full attention)", "construction", best.format, budget,
                           f"{verdict}; p* = {best.p} (log2 n = {n.bit_length() - 1})"))

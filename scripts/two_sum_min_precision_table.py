@@ -19,30 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+import witness
 from verify import precision
+from verify.precision import COLUMNS
 
-COLUMNS = [("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixed", "theory")]
 N_SWEEP = [(2**k, 16) for k in range(2, 9)]
 M_SWEEP = [(64, M) for M in (2, 4, 16, 64, 256, 1024)]
 SMALL = [(4, 3), (4, 4), (6, 2), (4, 8)]
-
-
-def measure(n: int, M: int, family: str, semantics: str, method: str = "certify") -> precision.PrecisionResult:
-    return precision.min_precision(precision.two_sum_checker(n, M, 0, method=method), family, semantics)
-
-
-def slope(points: list[tuple[float, int]]) -> float | None:
-    """Least-squares slope of p* against log2 of the swept size."""
-    if len(points) < 2:
-        return None
-    x, y = np.array(points, dtype=float).T
-    return float(np.polyfit(x, y, 1)[0])
-
-
-def cell(result: precision.PrecisionResult | None) -> str:
-    if result is None:
-        return ""
-    return "unknown" if result.p is None else f"{result.p} ({result.format})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,24 +34,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    table: dict[tuple[int, int, str, str, str], precision.PrecisionResult] = {}
-    for n, M in sorted(set(N_SWEEP + M_SWEEP)):
-        for family, semantics in COLUMNS:
-            table[(n, M, family, semantics, "certify")] = result = measure(n, M, family, semantics)
+    keys = [(n, M, family, semantics, "certify") for n, M in sorted(set(N_SWEEP + M_SWEEP))
+            for family, semantics in COLUMNS]
+    keys += [(n, M, family, semantics, method) for n, M in SMALL for family, semantics in COLUMNS
+             for method in ("certify", "exhaustive")]
+    networks = {(n, M): witness.compile("two_sum", n=n, M=M, t=0) for n, M, *_ in keys}
+    rows = precision.table([precision.Case(precision.network_checker(networks[(n, M)], method), family, semantics)
+                            for n, M, family, semantics, method in keys])
+    table = {key: row.result for key, row in zip(keys, rows)}
+    seconds = time.perf_counter() - start
+    for (n, M, family, semantics, method), result in table.items():
+        if (n, M) not in SMALL:
             print(f"n = {n:<4} M = {M:<5} {family:5} {semantics:6} p* = {result.p} ({result.format})",
                   file=sys.stderr)
-    for n, M in SMALL:
-        for family, semantics in COLUMNS:
-            for method in ("certify", "exhaustive"):
-                table[(n, M, family, semantics, method)] = measure(n, M, family, semantics, method)
-    seconds = time.perf_counter() - start
 
     slopes = {}
     for sweep, axis in ((N_SWEEP, 0), (M_SWEEP, 1)):
         for column in COLUMNS:
             points = [(np.log2(size[axis]), table[(*size, *column, "certify")].p) for size in sweep
                       if table[(*size, *column, "certify")].p is not None]
-            slopes[(axis, column)] = slope(points)
+            slopes[(axis, column)] = precision.slope(points)
     args.out.mkdir(parents=True, exist_ok=True)
     write_markdown(args.out / "two_sum_min_precision.md", table, slopes, seconds)
     write_plot(args.out / "two_sum_min_precision.png", table, slopes)
@@ -79,7 +64,7 @@ def sweep_rows(table, sweep) -> list[str]:
     header = " | ".join(f"p* {family} {semantics}" for family, semantics in COLUMNS)
     lines = [f"| n | M | {header} |", "|---:|---:|" + "---:|" * len(COLUMNS)]
     for n, M in sweep:
-        cells = " | ".join(cell(table.get((n, M, *column, "certify"))) for column in COLUMNS)
+        cells = " | ".join(precision.cell(table.get((n, M, *column, "certify"))) for column in COLUMNS)
         lines.append(f"| {n} | {M} | {cells} |")
     return lines
 

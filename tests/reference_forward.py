@@ -1,8 +1,9 @@
 """A plain GPT-2-style forward pass that reads only a saved .npz file; independent of witness.execute.
 
-It knows the file format from the README alone: TransformerLens array names, residual connections, no layer
-norm, no hidden 1/sqrt(d_head) score scale, ReLU MLPs, and a JSON header of which it reads only the readout
-position (`structure.read`) and each layer's causal flag (`structure.layers[l].causal`). Loops run over layers,
+It knows the file format from the README alone: TransformerLens array names (stored in narrow dtypes where they
+hold the values, so it widens each to float64), residual connections, no layer norm, no hidden 1/sqrt(d_head)
+score scale, ReLU MLPs, and a JSON header of which it reads only the readout position (`structure.read`) and each
+layer's causal flag (`structure.layers[l].causal`). Loops run over layers,
 heads and query positions one at a time, so its summation order differs from the executor's batched matmuls.
 """
 
@@ -16,11 +17,11 @@ HEADER_KEY = "__witness_header__"
 
 
 def load_npz(path) -> tuple[dict[str, np.ndarray], dict]:
-    """Every array of the file by name, plus the decoded header; nothing is unpickled."""
+    """Every array of the file by name, in float64, plus the decoded header; nothing is unpickled."""
     with np.load(path, allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
     head = json.loads(arrays.pop(HEADER_KEY).tobytes().decode("utf-8"))
-    return arrays, head
+    return {name: array.astype(np.float64) for name, array in arrays.items()}, head
 
 
 def n_layers(arrays: dict[str, np.ndarray]) -> int:

@@ -90,7 +90,7 @@ def perturbed(network, seed: int, scale: float, keep_structure: bool):
     state = network.state_dict()
     changed = {}
     for name in rng.choice(sorted(state), size=3, replace=False):
-        array = np.array(state[name])
+        array = np.array(state[name], dtype=np.float64)  # the stored dtype may be narrower
         mask = (rng.random(array.shape) < 0.3) & ((array != 0) | (not keep_structure))
         array[mask] += np.round(rng.normal(0, scale, mask.sum()) * 64) / 64
         changed[name] = array

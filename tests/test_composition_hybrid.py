@@ -27,7 +27,7 @@ from verify.precision import min_precision, network_checker
 from verify.result import Status
 from witness.arith.semantics import arithmetic
 from witness.cli import main
-from witness.ir import Attention, LinearAttention
+from witness.mixers import Attention, LinearAttention
 
 HYBRID, SMALL = "composition_hybrid", "composition_hybrid_small_table"
 SMALL_FORMATS = ["float:1,3", "float:2,3", "float:3,3", "float:2,4", "fixed:2,1", "fixed:3,2", "fixed:4,3"]
@@ -128,7 +128,7 @@ def test_certify_verified_implies_exhaustive_verified(name, semantics):
 
 
 def _broken(network, name: str, edit) -> witness.Network:
-    array = np.array(network.state_dict()[name])
+    array = np.array(network.state_dict()[name], dtype=np.float64)  # the stored dtype may be narrower
     edit(array, network.basis)
     return network.with_arrays({name: array})
 
@@ -191,7 +191,7 @@ def perturbed(network, seed: int, scale: float):
     state = network.state_dict()
     changed = {}
     for name in rng.choice(sorted(state), size=3, replace=False):
-        array = np.array(state[name])
+        array = np.array(state[name], dtype=np.float64)  # the stored dtype may be narrower
         mask = (rng.random(array.shape) < 0.3) & (array != 0)
         array[mask] += np.round(rng.normal(0, scale, mask.sum()) * 64) / 64
         changed[name] = array

@@ -22,7 +22,7 @@ def assert_identical(a: witness.Network, b: witness.Network) -> None:
     state_a, state_b = a.state_dict(), b.state_dict()
     assert list(state_a) == list(state_b)
     for name in state_a:
-        assert state_a[name].dtype == state_b[name].dtype == np.float64
+        assert state_a[name].dtype == state_b[name].dtype
         assert state_a[name].shape == state_b[name].shape
         assert state_a[name].tobytes() == state_b[name].tobytes(), name  # bits, including the sign of zero
     assert a.basis == b.basis
@@ -141,7 +141,8 @@ def test_missing_array(tmp_path):
     arrays, head = good_parts()
     del arrays["blocks.1.attn.b_K"]
     assert "missing ['blocks.1.attn.b_K']" in load_error(write(tmp_path / "f.npz", arrays, head))
-    del head["shapes"]["blocks.1.attn.b_K"]  # consistent with the header, but the network needs it
+    for entry in ("shapes", "dtypes"):  # consistent with the header, but the network needs it
+        del head[entry]["blocks.1.attn.b_K"]
     assert "missing arrays: blocks.1.attn.b_K" in load_error(write(tmp_path / "g.npz", arrays, head))
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from witness.errors import ParameterError
 from witness.execute import run
-from witness.ir import (GLA, MIXERS, RNN, Basis, DecayAttention, DeltaNet, Embedding, GatedDeltaNet, Layer,
-                        LinearAttention, Mamba2, Meta, Network, Readout, RetNet)
+from witness.ir import Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import GLA, MIXERS, RNN, DecayAttention, DeltaNet, GatedDeltaNet, LinearAttention, Mamba2, RetNet
 
 H, D_MODEL, D_HEAD, LENGTH, VOCAB = 2, 4, 3, 7, 5
 
@@ -284,7 +284,7 @@ def test_the_state_is_stored_in_the_format_after_every_step(semantics, cls, opti
 def test_plots_draw_hybrids_and_skip_recurrent_layers_for_patterns():
     pytest.importorskip("matplotlib")
     from witness import plots
-    from witness.ir import Attention
+    from witness.mixers import Attention
 
     recurrent = one_layer(DeltaNet(**random_arrays(DeltaNet, 0)))
     attention = Attention(**random_arrays(LinearAttention, 1))  # the same eight arrays, d_k = d_v = d_head

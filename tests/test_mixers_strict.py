@@ -26,8 +26,8 @@ def test_comparison_catches_a_kernel_that_skips_a_rounding(monkeypatch):
     on an ordinary network at float:3,4, so the agreement above is not vacuous."""
     import numpy as np
 
-    from witness import execute
-    from witness.ir import Basis, Embedding, Layer, LinearAttention, Meta, Network, Readout
+    from witness.ir import Basis, Embedding, Layer, Meta, Network, Readout
+    from witness.mixers import LinearAttention, linear
 
     rng = np.random.default_rng(0)
     arrays = {name: rng.normal(size=shape) for name, shape in LinearAttention.array_shapes(1, 3, 2).items()}
@@ -36,6 +36,6 @@ def test_comparison_catches_a_kernel_that_skips_a_rounding(monkeypatch):
     tokens = rng.integers(0, 4, size=(3, 6))
     fmt = parse_format("float:3,4")
     assert assert_strict_matches_reference(network, tokens, fmt) == "finite logits"
-    monkeypatch.setattr(execute, "_outer", lambda a, b, arith: a[..., :, None] * b[..., None, :])
+    monkeypatch.setattr(linear, "outer", lambda a, b, arith: a[..., :, None] * b[..., None, :])
     with pytest.raises(AssertionError):
         assert_strict_matches_reference(network, tokens, fmt)

@@ -16,7 +16,8 @@ import witness
 from reference_tasks import composition_answer_from_tokens
 from witness import strategies as ws
 from witness.execute import run
-from witness.ir import MLP, Attention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import Attention
 
 # Both sides compute in float64 but sum in different orders (batched matmuls vs per-head, per-position loops),
 # so logits may differ in the last bits: each rounding costs a relative 2^-53 ~ 1.1e-16 and a few layers of

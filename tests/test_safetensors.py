@@ -33,7 +33,8 @@ def test_compiled_network_round_trips_and_still_answers(tmp_path):
 
 
 def test_file_is_plain_safetensors_with_the_npz_header(tmp_path):
-    """Any safetensors reader sees TransformerLens-named float64 arrays and our header in the metadata."""
+    """Any safetensors reader sees TransformerLens-named arrays, in the dtypes the header states, and our header in
+    the metadata."""
     network = witness.compile("composition", L=1, m=3)
     network.save(tmp_path / "net.safetensors")
     network.save(tmp_path / "net.npz")
@@ -45,7 +46,8 @@ def test_file_is_plain_safetensors_with_the_npz_header(tmp_path):
     with np.load(tmp_path / "net.npz", allow_pickle=False) as archive:
         assert json.loads(archive[HEADER_KEY].tobytes()) == json.loads(metadata[HEADER_KEY])
         assert names == set(archive.files) - {HEADER_KEY}
-    assert W_Q.dtype == np.float64 and np.array_equal(W_Q, network.layers[0].mixer.W_Q)
+    assert W_Q.dtype.name == json.loads(metadata[HEADER_KEY])["dtypes"]["blocks.0.attn.W_Q"] == "int8"
+    assert np.array_equal(W_Q, network.layers[0].mixer.W_Q)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

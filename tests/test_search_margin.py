@@ -96,6 +96,17 @@ def test_an_overflowing_row_has_margin_minus_infinity_and_costs_only_itself(cons
     assert (margins[~np.array(overflows)] > 0).all()
 
 
+def test_weights_that_overflow_the_format_leave_every_margin_minus_infinity(construction):
+    arith = arithmetic(parse_format("fixed:1,3"), "strict")  # holds [-2, 1.875]: the construction's weights do not fit
+    tokens = construction.task.random_tokens(0, 5)
+    with pytest.raises(OverflowInFormat, match="weights"):
+        run(construction, tokens[0], arith)
+    assert np.isneginf(margin.margin(construction, tokens, arith)).all()
+    found = margin.hypothesis_margin(construction, arith, max_examples=5, seed=0)
+    assert 0 < found.searched["failing"] <= found.searched["inputs"] == 5 and found.failures
+    assert all(failure.output is None for failure in found.failures)  # confirmed: the fresh run overflowed too
+
+
 def test_single_token_edits_are_the_legal_neighbours(construction):
     task = witness.compile("composition", L=2, m=2, n=[2]).task
     radices, offsets = task.position_alphabets()

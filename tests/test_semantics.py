@@ -1,12 +1,16 @@
-"""`theory` and `mixed` on hand-computed cases; the `arithmetic` factory; the rounded-weights report."""
+"""`theory` and `mixed` on hand-computed cases; the `arithmetic` factory; the rounded-weights report; what a run
+computes (the last layer only what the readout reads)."""
 
 import numpy as np
 import pytest
 
-from witness.arith import FLOAT64, arithmetic, rounded_weights_report
+from witness.arith import FLOAT64, arithmetic, parse_format
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
-from witness.ir import Attention, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import Attention
+from witness.network import rounded_weights_report
+from witness.reference import reference_run
 
 
 def readout_network(W_E, W_pos, W_U, b_U) -> Network:
@@ -100,3 +104,42 @@ def test_rounded_weights_report():
     assert rounded_weights_report(network, "fp64") == {}
     with pytest.raises(OverflowInFormat, match="weights unembed.W_U"):
         rounded_weights_report(network, "fixed:8,8")
+
+
+def test_the_last_layer_computes_only_what_the_readout_reads():
+    # d_model 1, one attention layer that adds 0, an MLP doubling x. Position 0 holds 4: its MLP value 8 leaves
+    # fixed:3,2 ([-8, 7.75]); position 1 holds 0. The readout reads position 1 only, so the untraced run (and the
+    # MPFR reference) never computes position 0's MLP: no overflow; the traced run records every position.
+    zero = np.zeros((1, 1, 1))
+    network = Network(Embedding(np.zeros((1, 1)), np.array([[4.0], [0.0]])),
+                      (Layer(Attention.zeros_bias(zero, zero, zero, zero), MLP(np.array([[2.0]]), np.zeros(1),
+                                                                               np.array([[1.0]]), np.zeros(1))),),
+                      Readout(np.array([[1.0, -1.0]]), np.array([0.0, 0.25])), Basis(("x[0]",)), Meta())
+    fmt = "fixed:3,2"
+    outputs = run(network, [0, 0], arithmetic(fmt, "strict"))
+    assert outputs.logits.tolist() == [[[0.0, 0.25]]] and outputs.predictions.tolist() == [[1]]
+    reference = reference_run(network, [0, 0], parse_format(fmt))
+    assert reference.logits.tolist() == [[0.0, 0.25]] and reference.predictions.tolist() == [1]
+    with pytest.raises(OverflowInFormat, match="fixed:3,2 overflow"):
+        run(network, [0, 0], arithmetic(fmt, "strict"), trace=True)
+    # every position is computed where the readout reads every one
+    every = Network(network.embedding, network.layers, Readout(network.readout.W_U, network.readout.b_U, read="all"),
+                    network.basis, network.meta)
+    with pytest.raises(OverflowInFormat):
+        run(every, [0, 0], arithmetic(fmt, "strict"))
+
+
+def test_a_run_too_large_for_the_machine_is_refused_before_it_allocates(monkeypatch):
+    import witness
+    from witness import resources
+    from witness.execute import run_bytes
+
+    network = witness.compile("composition", L=1, m=4)
+    tokens = network.task.random_tokens(np.random.default_rng(0), 200_000)
+    estimate = run_bytes(network, *tokens.shape)
+    assert estimate > 8 * 8 * tokens.size * network.d_model  # at least the live residual streams
+    monkeypatch.setattr(resources, "available_bytes", lambda: estimate)  # 75% of it is usable: too little
+    with pytest.raises(resources.TooLarge, match="running 200000 inputs of"):
+        run(network, tokens)
+    monkeypatch.setattr(resources, "available_bytes", lambda: 2 * estimate)
+    assert run(network, tokens[:10]).predictions.shape == (10, 1)

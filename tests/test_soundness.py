@@ -73,7 +73,7 @@ def mutations() -> list[Mutation]:
         for k in range(PERTURBATIONS_PER_FAMILY):
             fmt, semantics = runs[k % len(runs)]
             name = names[rng.integers(len(names))]
-            array = np.array(state[name])
+            array = np.array(state[name], dtype=np.float64)  # the stored dtype may be narrower
             nonzero = np.flatnonzero(array)
             # Mostly hit a weight the construction uses; moving a zero entry is often harmless, and so are small
             # moves: the construction has margin to spare. Both kinds are kept -- the verifier must see through them.

@@ -2,7 +2,7 @@
 files, torch bridge and budget.
 
 The float64 checks compare with a plain per-query loop written here; the `strict` checks compare bit for bit with
-the scalar MPFR reference (witness.arith.mpfr)."""
+the scalar MPFR reference (witness.reference)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from test_strict_reference import assert_strict_matches_reference
 from witness import strategies as ws
 from witness.arith import arithmetic, parse_format
 from witness.errors import OverflowInFormat, ParameterError
-from witness.execute import run, select_blocks
+from witness.execute import run
 from witness.io import load
-from witness.ir import (Attention, Basis, BlockSparseAttention, Embedding, Layer, Meta, Network, Readout,
-                        SlidingWindowAttention)
+from witness.ir import Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import Attention, BlockSparseAttention, SlidingWindowAttention
+from witness.mixers.block_sparse import select_blocks
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # See tests/test_reference_forward.py: both sides are float64 with different summation orders.

@@ -1,7 +1,8 @@
-"""The vectorised `strict` executor agrees bit for bit with the scalar MPFR reference (witness.arith.mpfr)."""
+"""The vectorised `strict` executor agrees bit for bit with the scalar MPFR reference (witness.reference)."""
 
 import ast
 import inspect
+import types
 
 import numpy as np
 import pytest
@@ -12,11 +13,13 @@ import witness
 from verify import check
 from witness import strategies as ws
 from witness.arith import Fixed, Float, arithmetic, parse_format
+from witness import reference as scalar_reference
 from witness.arith import mpfr
-from witness.arith.mpfr import reference_run
 from witness.errors import InputError, OverflowInFormat
 from witness.execute import run
 from witness.ir import Basis, Embedding, Meta, Network, Readout
+from witness.mixers import MIXERS
+from witness.reference import reference_run
 
 RANDOM_NETWORKS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -89,12 +92,52 @@ def test_reference_rejects_tokens_that_do_not_fit():
             reference_run(network, tokens, Float(3, 4))
 
 
-def test_reference_shares_no_code_with_the_executor():
-    tree = ast.parse(inspect.getsource(mpfr))
+def module_imports(module) -> set[str]:
+    tree = ast.parse(inspect.getsource(module))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert imported == {"__future__", "dataclasses", "fractions", "gmpy2", "numpy", "witness.arith.formats",
-                        "witness.errors", "witness.ir"}
+    return imported | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+
+
+def reachable(function) -> set:
+    """Every witness function `function` can call: through the global names its code (nested functions
+    included) reads, and through the functions its closure holds (the kinds' kernels and references are built
+    by factories), transitively."""
+    seen, todo = set(), [function]
+    while todo:
+        current = todo.pop()
+        if not isinstance(current, types.FunctionType) or (current := inspect.unwrap(current)) in seen:
+            continue
+        seen.add(current)
+        codes = [current.__code__]
+        while codes:
+            code = codes.pop()
+            codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+            todo.extend(current.__globals__[name] for name in code.co_names if name in current.__globals__)
+        todo.extend(cell.cell_contents for cell in current.__closure__ or ())
+    return {f for f in seen if f.__module__.startswith("witness")}
+
+
+def reads_numpy(function) -> bool:
+    names = set()
+    for f in reachable(function):
+        codes = [f.__code__]
+        while codes:
+            code = codes.pop()
+            codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+            names |= {name for name in code.co_names if f.__globals__.get(name) is np}
+    return bool(names)
+
+
+def test_reference_shares_no_code_with_the_executor():
+    assert module_imports(mpfr) == {"__future__", "fractions", "gmpy2", "numpy", "witness.arith.formats",
+                                    "witness.errors"}
+    assert module_imports(scalar_reference) == {"__future__", "dataclasses", "numpy", "witness.arith.formats",
+                                         "witness.arith.mpfr", "witness.errors", "witness.ir", "witness.mixers"}
+    assert not reachable(reference_run) & reachable(run)
+    for kind, mixer in MIXERS.items():
+        kernel, scalar = reachable(mixer.kernel), reachable(mixer.reference)
+        assert kernel and scalar and not kernel & scalar, (kind, kernel & scalar)
+        assert not reads_numpy(mixer.reference), kind
 
 
 def test_composition_is_exact_under_fp16_strict_on_every_input():

@@ -9,6 +9,7 @@ import pytest
 
 import witness
 from reference_tasks import all_composition_inputs, composition_answer_from_tokens
+from test_verify import FIXED_4_4, overflowing_on_token_2
 from verify import check, sweeps
 from witness.arith import arithmetic, parse_format
 from witness.errors import ParameterError
@@ -53,6 +54,18 @@ def test_chunked_counts_every_wrong_input_like_a_plain_loop():
                 != composition_answer_from_tokens(3, (), tokens) for tokens in all_composition_inputs(3, ()))
     assert result.checked == 3**3 * 3 and 0 < result.failures == wrong < result.checked
     assert result.status.value == "falsified"
+
+
+def test_an_overflow_in_a_later_chunk_ends_the_check_there_as_in_the_serial_check():
+    # One input per chunk: inputs 0 and 1 pass, input 2 overflows, and the 78 chunks after it are discarded.
+    network, arith = overflowing_on_token_2(), FIXED_4_4
+    serial = check.exhaustive(network, arith)
+    chunked = sweeps.exhaustive(network, arith, chunks=81)  # in-process
+    assert chunked.detail["chunks"] == 81 and (chunked.checked, chunked.failures) == (3, 1)
+    assert (chunked.status, chunked.counterexample) == (serial.status, serial.counterexample)
+    # the message locates the overflowing value in the batch that ran it: a chunk's batch, not the serial one
+    for result in (chunked, serial):
+        assert result.detail["stopped_by_overflow"].startswith("fixed:4,4 overflow in add at index (")
 
 
 def test_bad_chunks_are_refused():

@@ -51,7 +51,7 @@ def assert_same_network(a, b):
     state_a, state_b = a.state_dict(), b.state_dict()
     assert state_a.keys() == state_b.keys()
     for name in state_a:
-        assert state_a[name].dtype == state_b[name].dtype == np.float64
+        assert state_b[name].dtype == np.float64  # what from_module gives; the original may store narrower
         assert np.array_equal(state_a[name], state_b[name]), name
     assert a.structure() == b.structure()
     assert a.basis == b.basis and a.meta == b.meta
@@ -131,7 +131,7 @@ def test_trained_parameters_come_back():
     with torch.no_grad():
         module.blocks[0].attn.W_Q[0, 0, 0] += 0.5
     back = wt.from_module(module)
-    changed = network.state_dict()["blocks.0.attn.W_Q"].copy()
+    changed = network.state_dict()["blocks.0.attn.W_Q"].astype(np.float64)
     changed[0, 0, 0] += 0.5
     assert np.array_equal(back.state_dict()["blocks.0.attn.W_Q"], changed)
     assert np.array_equal(back.state_dict()["embed.W_E"], network.state_dict()["embed.W_E"])

@@ -1,6 +1,6 @@
 """The chunked (parallel) recurrent forms of witness.torch against the step-by-step reference, in float64.
 
-Every matrix-state form in `witness.ir.RECURRENT_MIXERS`, with each of its options, on random networks (the
+Every matrix-state form in `witness.mixers.RECURRENT_MIXERS`, with each of its options, on random networks (the
 trainer's initialisation): logits and the gradient of every parameter agree to 1e-10 relative, with chunk sizes
 that split the prompt into several chunks, a ragged last chunk, and one chunk holding the whole prompt.
 """
@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import witness.torch as wt  # noqa: E402
-from witness.ir import FEATURE_MAPS, GATES, RECURRENT_MIXERS  # noqa: E402
+from witness.mixers import FEATURE_MAPS, GATES, RECURRENT_MIXERS  # noqa: E402
 from witness.tasks import Composition  # noqa: E402
 from witness.train import Architecture, LayerSpec  # noqa: E402
 

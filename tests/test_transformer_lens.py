@@ -93,7 +93,8 @@ def test_unsupported_shapes_are_refused():
     network = witness.compile("composition", L=1, m=3)
     mixed = network.with_arrays({})
     layer = mixed.layers[1]
-    from witness.ir import Attention, Layer, Network
+    from witness.ir import Layer, Network
+    from witness.mixers import Attention
 
     bidirectional = Attention(**layer.mixer.arrays(), causal=False)
     broken = Network(mixed.embedding, (mixed.layers[0], Layer(bidirectional, layer.mlp)), mixed.readout,

@@ -24,7 +24,8 @@ from verify.result import Status
 from witness.arith import arithmetic
 from witness.cli import main
 from witness.execute import run
-from witness.ir import BlockSparseAttention, Layer, Network
+from witness.ir import Layer, Network
+from witness.mixers import BlockSparseAttention
 
 
 def all_inputs(n: int, M: int) -> np.ndarray:

@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 
 import witness
-from reference_tasks import composition_alphabets, composition_answer_from_tokens
+from reference_tasks import all_composition_inputs, composition_alphabets, composition_answer_from_tokens
 from verify import check, precision
+from verify.search import probes
 from verify.result import Result, Status
 from witness.arith.formats import Fixed, Float, parse_format
 from witness.arith.semantics import arithmetic
 from witness.cli import main
 from witness.errors import ParameterError
 from witness.execute import run, unique_argmax
+from witness.sweep import Engine
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def small():
 
 def broken(network, name="blocks.1.attn.W_Q", index=(0, 0, 0), value=0.0):
     """The network with one weight set to `value` (by default the block indicator of layer 1's query)."""
-    array = np.array(network.state_dict()[name])
+    array = np.array(network.state_dict()[name], dtype=np.float64)  # the stored dtype may be narrower
     array[index] = value
     return network.with_arrays({name: array})
 
@@ -181,6 +183,23 @@ def test_min_precision_fixed_splits_integer_and_fraction():
     assert result.as_dict()["integer"] == 3 and result.as_dict()["status"] == "verified"
 
 
+def test_a_min_precision_table_has_a_row_per_case_in_order_wherever_it_ran():
+    needs = [{2: 40, 3: 10, 4: 8, 5: 7}, {}, {6: 1}]
+    cases = [precision.Case(threshold_checker(needed), "float", "theory") for needed in needs]
+    here, on_a_sweep = precision.table(cases), precision.table(cases, Engine())
+    expected = [brute_force_minimum(needed) for needed in needs]
+    assert [row.result.p for row in here] == [None if split is None else 1 + sum(split) for split in expected]
+    assert [row.result for row in on_a_sweep] == [row.result for row in here]
+    assert all(row.seconds >= 0 for row in here)
+    assert [precision.cell(row.result) for row in here] + [precision.cell(None)] == \
+        ["13 (float:8,4)", "unknown", "8 (float:1,6)", ""]
+
+
+def test_slope_is_the_least_squares_growth_of_p():
+    assert precision.slope([(1, 3), (2, 5), (3, 7)]) == pytest.approx(2.0)  # an exact line: p = 2 log2 n + 1
+    assert precision.slope([(4, 9)]) is None
+
+
 # -- witness verify / witness min-precision ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory, small):
@@ -293,16 +312,23 @@ def test_min_precision_by_certify_is_sound_against_exhaustive(family, semantics)
     assert by_exhaustive.p <= found.p  # certify may need more bits than the truth, never fewer
 
 
-def test_an_overflowing_input_is_a_failure_that_ends_the_check(small):
-    # fixed:4,4 holds [-16, 15.9375] (the network verifies in it). Token 2's embedding gets 15 on the `one`
-    # direction, which the position table sets to 1 everywhere: the embedding sum 16 overflows exactly on inputs
-    # containing token 2. Enumeration runs the last position fastest, so inputs 0 and 1 ([0,0,0,0,3], [0,0,0,1,3])
-    # pass and input 2 ([0,0,0,2,3]) overflows.
+#: fixed:4,4 holds [-16, 15.9375]; the composition construction at L = 1, m = 3 verifies in it.
+FIXED_4_4 = arithmetic("fixed:4,4", "strict")
+
+
+def overflowing_on_token_2():
+    """L = 1, m = 3 with token 2's embedding given 15 on the `one` direction, which the position table sets to 1
+    everywhere: the embedding sum 16 overflows fixed:4,4 exactly on inputs containing token 2."""
     network = witness.compile("composition", L=1, m=3)
-    W_E = np.array(network.state_dict()["embed.W_E"])
+    W_E = np.array(network.state_dict()["embed.W_E"], dtype=np.float64)
     W_E[2, network.basis.labels.index("one")] = 15.0
-    network = network.with_arrays({"embed.W_E": W_E})
-    result = check.exhaustive(network, arithmetic("fixed:4,4", "strict"))
+    return network.with_arrays({"embed.W_E": W_E})
+
+
+def test_an_overflowing_input_is_a_failure_that_ends_the_check(small):
+    # Enumeration runs the last position fastest, so inputs 0 and 1 ([0,0,0,0,3], [0,0,0,1,3]) pass and input 2
+    # ([0,0,0,2,3]) overflows.
+    result = check.exhaustive(overflowing_on_token_2(), FIXED_4_4)
     assert (result.status, result.checked, result.failures) == (Status.FALSIFIED, 3, 1)
     assert result.counterexample.tokens == [0, 0, 0, 2, 3]
     assert result.counterexample.output.startswith("overflow: fixed:4,4 overflow in add")
@@ -311,6 +337,66 @@ def test_an_overflowing_input_is_a_failure_that_ends_the_check(small):
     result = check.exhaustive(small, arithmetic("fixed:1,3", "strict"))
     assert (result.status, result.checked, result.failures) == (Status.FALSIFIED, 1, 1)
     assert result.counterexample.output.startswith("overflow: fixed:1,3 overflow in weights")
+
+
+# -- one run, two readings: the verdict and the search record --------------------------------------------------
+def reference_failing(network, inputs, arith) -> tuple[list[bool], list[bool]]:
+    """Per input, run on its own: whether it fails (a wrong answer or an overflow), and whether it overflows."""
+    params = network.meta.params
+    failing, overflowing = [], []
+    for tokens in inputs:
+        try:
+            output = int(run(network, np.asarray(tokens), arith).predictions[0, 0])
+        except witness.OverflowInFormat:
+            failing.append(True)
+            overflowing.append(True)
+            continue
+        failing.append(output != composition_answer_from_tokens(params["m"], tuple(params["n"]), tokens))
+        overflowing.append(False)
+    return failing, overflowing
+
+
+def test_the_verdict_and_the_search_record_of_a_sampled_run_count_the_same_inputs(small):
+    network = broken(small)
+    inputs = network.task.random_tokens(np.random.default_rng(5), 300)  # one batch: the run's own draw
+    failing, _ = reference_failing(network, inputs, check.FLOAT64)
+    wrong = [[int(t) for t in tokens] for tokens, bad in zip(inputs, failing) if bad]
+    assert 0 < len(wrong) < 300
+    verdict = check.sampled(network, 300, seed=5)
+    probe = probes.sampled(network, check.FLOAT64, count=300, seed=5, max_failures=300)
+    assert (verdict.status, verdict.checked, verdict.failures) == (Status.FALSIFIED, 300, len(wrong))
+    assert (probe.searched["inputs"], probe.searched["failing"], probe.searched["seed"]) == (300, len(wrong), 5)
+    assert verdict.counterexample.tokens == wrong[0]
+    assert [failure.tokens for failure in probe.failures] == wrong
+
+
+def test_a_verdict_stops_at_the_first_overflow_and_a_search_runs_past_it():
+    network = overflowing_on_token_2()
+    inputs = [list(tokens) for tokens in all_composition_inputs(3, ())]  # the enumeration order
+    failing, overflowing = reference_failing(network, inputs, FIXED_4_4)
+    stop = overflowing.index(True)
+    assert 0 < stop and sum(failing[stop + 1:]) > 0 and not all(failing)
+    verdict = check.exhaustive(network, FIXED_4_4)
+    assert (verdict.status, verdict.checked, verdict.failures) == (Status.FALSIFIED, stop + 1, sum(failing[:stop + 1]))
+    probe = probes.exhaustive(network, FIXED_4_4, max_failures=4)
+    assert (probe.searched["inputs"], probe.searched["failing"]) == (len(inputs), sum(failing))
+    kept = [tokens for tokens, bad in zip(inputs, failing) if bad][:4]
+    assert [failure.tokens for failure in probe.failures] == kept
+    # an overflowing input answers nothing: the confirmed failure says so with output None
+    assert all((failure.output is None) == (2 in failure.tokens) for failure in probe.failures)
+
+
+def test_a_probe_that_keeps_no_failure_still_counts_every_one(small):
+    probe = probes.exhaustive(broken(small), check.FLOAT64, max_failures=0)
+    assert probe.failures == () and probe.searched["failing"] == check.exhaustive(broken(small)).failures > 0
+    with pytest.raises(ParameterError, match="max_failures"):
+        probes.exhaustive(small, check.FLOAT64, max_failures=-1)
+
+
+@pytest.mark.parametrize("count, seed", [(0, 1), (10, -1), (2.5, 1)])
+def test_sampling_refuses_a_bad_count_or_seed(small, count, seed):
+    with pytest.raises(ParameterError, match="count" if seed == 1 else "seed"):
+        check.sampled(small, count, seed)
 
 
 @pytest.mark.parametrize("kwargs, message", [({"family": "posit"}, "family"), ({"semantics": "lax"}, "semantics"),

@@ -38,7 +38,7 @@ from verify.search.architectures import full_architecture, hybrid_architecture
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import ParameterError
-from witness.ir import RECURRENT_MIXERS
+from witness.mixers import RECURRENT_MIXERS
 from witness.sweep import Engine, sweep
 from witness.tasks import Composition
 from witness.tasks.base import check_int

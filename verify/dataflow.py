@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from witness.ir import RNN, Network
+from witness.ir import Network
+from witness.mixers import RNN
 
 EMBED_POS, EMBED_TOK, UNEMBED = "embed:pos", "embed:tok", "unembed"
 

@@ -182,7 +182,8 @@ def construction_job(job: dict[str, Any]) -> dict[str, Any]:
         return _not_available(row, f"construction {name!r} is not installed")
     network = compile_network(name, **job["params"])
     row["n_ctx"] = network.n_ctx
-    found = precision.min_precision(precision.network_checker(network, "certify"), job["family"], job["semantics"])
+    case = precision.Case(precision.network_checker(network, "certify"), job["family"], job["semantics"])
+    found = precision.table([case])[0].result
     row["min_precision"] = found.as_dict()
     network_path = f"networks/{job['name']}.npz"
     network.save(out / network_path)
@@ -209,7 +210,8 @@ def precision_job(job: dict[str, Any]) -> dict[str, Any]:
     """p* of the composition construction at one size, by the parametric certifier (no tables built)."""
     L, m = job["L"], job["m"]
     n = (m,) * (L - 1)
-    found = precision.min_precision(precision.composition_checker(L, m, n), job["family"], job["semantics"])
+    case = precision.Case(precision.composition_checker(L, m, n), job["family"], job["semantics"])
+    found = precision.table([case])[0].result
     prompt = theorem_bounds.balanced_prompt_length(L, m)
     return {"stage": "precision", "L": L, "m": m, "n": list(n), "semantics": job["semantics"],
             "prompt_length": prompt, "log2_n": math.log2(prompt), "p": found.p, "format": found.format}

@@ -17,13 +17,22 @@ same range that did not).
 A checker is any function `(format, semantics) -> Result`; `network_checker` and `composition_checker` build the
 usual ones (exhaustive or certify on a network, parametric certify of the composition construction);
 `two_sum_checker` the 2-Sum construction's.
+
+Every min-precision table -- `witness min-precision`, the hierarchy's p* rows, scripts/min_precision_table.py,
+scripts/two_sum_min_precision_table.py, scripts/sparse_table.py, benchmarks/hybrid_constructions.py -- comes from
+`table(cases)`: one `Row` (the `PrecisionResult` and the seconds it took) per `Case` (a checker, a family, a
+semantics, a bit limit), in order, in this process or as the jobs of a `witness.sweep`. `cell` and `slope` are
+how the committed tables print a result and its growth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from verify import check
 from verify.certify import Construction, certify
@@ -36,6 +45,9 @@ from witness.ir import Network
 from witness.registry import compile as compile_network
 from witness.tasks.composition import Composition
 from witness.tasks.two_sum import TwoSum
+
+if TYPE_CHECKING:
+    from witness.sweep import Engine
 
 Checker = Callable[[Any, str], Result]
 
@@ -236,3 +248,57 @@ def composition_checker(L: int, m: int, n=(), method: str = "certify") -> Checke
     if method == "exhaustive":
         Composition(L, m, tuple(n)).enumerate_tokens()  # refuses a family over the enumeration limit before compiling
     return network_checker(compile_network("composition", L=L, m=m, n=list(n)), method)
+
+
+#: The (family, semantics) columns of the committed p* tables.
+COLUMNS = (("float", "strict"), ("fixed", "strict"), ("float", "theory"), ("fixed", "theory"))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell of a min-precision table (docs/conventions.md §5): `min_precision(checker, family, semantics,
+    max_bits)`."""
+
+    checker: Checker
+    family: str
+    semantics: str
+    max_bits: int = 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """What one `Case` gave: its `PrecisionResult` and the seconds the search took."""
+
+    result: PrecisionResult
+    seconds: float
+
+
+def _row(case: Case) -> Row:
+    start = time.perf_counter()
+    result = min_precision(case.checker, case.family, case.semantics, case.max_bits)
+    return Row(result, time.perf_counter() - start)
+
+
+def table(cases: Sequence[Case], engine: Engine | None = None) -> list[Row]:
+    """A row per case, in the order of `cases`: one after another in this process, or with `engine` each case a
+    job of a `witness.sweep` (the rows do not depend on where the jobs ran)."""
+    if engine is None:
+        return [_row(case) for case in cases]
+    from witness.sweep import sweep  # dask: imported only where a sweep runs, not on every command line start
+
+    return sweep(_row, cases, engine, progress="p* cells")
+
+
+def cell(result: PrecisionResult | None) -> str:
+    """A table cell: `p (format)`, `unknown` when nothing verified, empty for a case not run."""
+    if result is None:
+        return ""
+    return "unknown" if result.p is None else f"{result.p} ({result.format})"
+
+
+def slope(points: Sequence[tuple[float, int]]) -> float | None:
+    """Least-squares slope of p* against log2 of a swept size (bits per doubling); None below two points."""
+    if len(points) < 2:
+        return None
+    x, y = np.array(points, dtype=float).T
+    return float(np.polyfit(x, y, 1)[0])

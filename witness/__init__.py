@@ -11,8 +11,9 @@
 from witness.errors import FileFormatError, InputError, OverflowInFormat, ParameterError, WitnessError
 from witness.io import load
 from witness.ir import Network
+from witness.network import rounded_weights_report  # importing witness.network gives Network its methods
 from witness.registry import compile, construction_names
 from witness.tasks import Composition, TwoSum
 
-__all__ = ["compile", "construction_names", "load", "Network", "Composition", "TwoSum", "WitnessError",
-           "ParameterError", "InputError", "FileFormatError", "OverflowInFormat"]
+__all__ = ["compile", "construction_names", "load", "Network", "rounded_weights_report", "Composition", "TwoSum",
+           "WitnessError", "ParameterError", "InputError", "FileFormatError", "OverflowInFormat"]

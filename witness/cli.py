@@ -335,8 +335,8 @@ def min_precision_checker(args: argparse.Namespace) -> precision.Checker:
 
 
 def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> int:
-    checker = min_precision_checker(args)
-    found = precision.min_precision(checker, args.family, args.semantics, args.max_bits)
+    case = precision.Case(min_precision_checker(args), args.family, args.semantics, args.max_bits)
+    found = precision.table([case])[0].result
     payload = found.as_dict()
     payload["method"] = args.method
     if found.p is None:

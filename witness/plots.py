@@ -22,7 +22,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from witness.errors import InputError, ParameterError
 from witness.execute import check_network_tokens, logit_margins, run
-from witness.ir import RECURRENT_MIXERS, Network
+from witness.ir import Network
+from witness.mixers import RECURRENT_MIXERS
 
 #: Inches per heatmap cell; figures grow with the number of labels so that every label stays readable.
 CELL = 0.28

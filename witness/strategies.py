@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from witness.ir import (FEATURE_MAPS, GATES, MIXERS, MLP, RNN_ACTIVATIONS, Attention, Basis, BlockSparseAttention,
-                        Embedding, Layer, Meta, Network, Readout, SlidingWindowAttention)
+from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import MIXERS, RECURRENT_MIXERS, Attention, BlockSparseAttention, SlidingWindowAttention
 from witness.tasks import Composition, TwoSum
 from witness.tasks.composition import LAYOUTS
 
@@ -73,23 +73,18 @@ def sparse_networks(draw, block_sizes: tuple[int, ...] = (1, 2, 3, 4), max_k: in
     for layer in network.layers:
         full = layer.mixer
         if draw(st.booleans()):
-            mixer = BlockSparseAttention(**full.arrays(), block=draw(st.sampled_from(block_sizes)),
-                                         k=draw(st.integers(0, max_k)), causal=full.causal)
+            options = draw(MIXERS[BlockSparseAttention.kind].options(block_sizes=block_sizes, max_k=max_k))
+            mixer = BlockSparseAttention(**full.arrays(), **options, causal=full.causal)
         else:
-            mixer = SlidingWindowAttention(**full.arrays(), window=draw(st.integers(1, max_window)),
-                                           causal=full.causal)
+            options = draw(MIXERS[SlidingWindowAttention.kind].options(max_window=max_window))
+            mixer = SlidingWindowAttention(**full.arrays(), **options, causal=full.causal)
         layers.append(Layer(mixer, layer.mlp))
     return Network(network.embedding, tuple(layers), network.readout, network.basis, network.meta), tokens
 
 
-#: Recurrent kind -> Hypothesis strategy for its options (the non-array fields), for `hybrid_networks`.
-RECURRENT_OPTIONS = {
-    "linear": st.fixed_dictionaries({"feature_map": st.sampled_from(FEATURE_MAPS), "normalize": st.booleans()}),
-    "decay": st.fixed_dictionaries({"gate": st.sampled_from(GATES)}),
-    "retnet": st.just({}), "gla": st.just({}), "mamba2": st.just({}), "deltanet": st.just({}),
-    "gated_deltanet": st.just({}),
-    "rnn": st.fixed_dictionaries({"activation": st.sampled_from(RNN_ACTIVATIONS)}),
-}
+#: Recurrent kind -> Hypothesis strategy for its options (the non-array fields, each kind's own
+#: `witness.mixers.MIXERS[kind].options`), for `hybrid_networks`.
+RECURRENT_OPTIONS = {cls.kind: MIXERS[cls.kind].options() for cls in RECURRENT_MIXERS}
 
 
 @st.composite
@@ -103,7 +98,7 @@ def hybrid_networks(draw, kinds: tuple[str, ...] = tuple(RECURRENT_OPTIONS), sca
     for layer in network.layers:
         mixer = layer.mixer
         if draw(st.booleans()):
-            cls = MIXERS[draw(st.sampled_from(kinds))]
+            cls = MIXERS[draw(st.sampled_from(kinds))].block
             shapes = cls.array_shapes(mixer.n_heads, mixer.d_model, mixer.d_head)
             arrays = {name: np.round(rng.uniform(-scale, scale, size=shape) * 16) / 16
                       for name, shape in shapes.items()}

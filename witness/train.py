@@ -29,8 +29,8 @@ from witness.arith import FLOAT64, Arithmetic
 from witness.execute import run, unique_argmax
 from witness.progress import bar
 from witness.resources import require_memory
-from witness.ir import (MIXERS, MLP, READ_MODES, RECURRENT_MIXERS, RNN, Basis, Embedding, Layer, Meta, Network,
-                        Readout)
+from witness.ir import MLP, READ_MODES, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.mixers import MIXERS, RECURRENT_MIXERS
 from witness.tasks import TASKS
 from witness.tasks.base import check_int
 from witness.torch import from_module, to_module
@@ -46,7 +46,7 @@ MAX_GRAD_NORM = 1.0
 @dataclass(frozen=True)
 class LayerSpec:
     """One layer: a mixer, then a ReLU MLP of width `d_mlp` (None: no MLP). The mixer is causal (or bidirectional)
-    softmax attention by default, or any kind in `witness.ir.MIXERS` named by `mixer` (e.g. "deltanet"), with its
+    softmax attention by default, or any kind in `witness.mixers.MIXERS` named by `mixer` (e.g. "deltanet"), with its
     form's non-array `options` (e.g. {"feature_map": "relu", "normalize": True} for "linear"; kept as sorted
     (name, value) pairs so that a LayerSpec stays hashable)."""
 
@@ -62,14 +62,14 @@ class LayerSpec:
             check_int("d_mlp", self.d_mlp, 1)
         if self.mixer not in MIXERS:
             raise ParameterError(f"LayerSpec.mixer must be one of {sorted(MIXERS)}, got {self.mixer!r}")
-        allowed = set(MIXERS[self.mixer].option_names) - {"causal"}
+        allowed = set(MIXERS[self.mixer].block.option_names) - {"causal"}
         try:
             options = dict(self.options)
         except (TypeError, ValueError):
             options = None
         if options is None or set(options) - allowed:
             raise ParameterError(f"LayerSpec.options for {self.mixer!r} may set {sorted(allowed)}, got {self.options!r}")
-        required = {f.name for f in fields(MIXERS[self.mixer]) if f.name in allowed
+        required = {f.name for f in fields(MIXERS[self.mixer].block) if f.name in allowed
                     and f.default is MISSING and f.default_factory is MISSING}
         if required - set(options):
             raise ParameterError(f"LayerSpec.options for {self.mixer!r} must set {sorted(required)}, "
@@ -102,7 +102,7 @@ class Architecture:
         d, H, k = self.d_model, self.H, self.d_head
         count = (2 * task.vocab_size + task.prompt_length) * d + task.vocab_size
         for spec in self.layers:
-            cls = MIXERS[spec.mixer]
+            cls = MIXERS[spec.mixer].block
             if cls in RECURRENT_MIXERS:
                 count += sum(math.prod(shape) for shape in cls.array_shapes(H, d, k).values())
             else:
@@ -131,74 +131,25 @@ class Architecture:
 
         layers = []
         for depth, spec in enumerate(self.layers):
-            cls = MIXERS[spec.mixer]
-            if cls in RECURRENT_MIXERS:
-                resid_scale = EMBED_RESID_SCALE * RESID_GROWTH ** depth
-                mixer = _initial_recurrent(cls, dict(spec.options), H, d, k, n_ctx, resid_scale, normal)
-            else:
-                # W_Q and W_K at gain score_gain each: the usual 1 / sqrt(d_head) score temperature, folded into
-                # the initialisation because the IR's attention has none. Without it the scores of residual
-                # entries of rms EMBED_RESID_SCALE have std about 2 sqrt(d_head) (11 at d_head 32), the softmax
-                # starts saturated and its gradient vanishes.
-                score_gain = k ** -0.25
-                mixer = cls(score_gain * normal(d, H, d, k), score_gain * normal(d, H, d, k), normal(d, H, d, k),
-                            normal(H * k, H, k, d),
-                            np.zeros((H, k)), np.zeros((H, k)), np.zeros((H, k)), np.zeros(d), causal=spec.causal,
-                            **dict(spec.options))
+            mixer = MIXERS[spec.mixer]
+            block = mixer.initial(mixer.block, dict(spec.options), causal=spec.causal, H=H, d_model=d, d_head=k,
+                                  n_ctx=n_ctx, resid_scale=EMBED_RESID_SCALE * RESID_GROWTH ** depth, normal=normal)
             mlp = None
             if spec.d_mlp is not None:
                 mlp = MLP(normal(d, d, spec.d_mlp), np.zeros(spec.d_mlp), normal(spec.d_mlp, spec.d_mlp, d), np.zeros(d))
-            layers.append(Layer(mixer, mlp))
+            layers.append(Layer(block, mlp))
         embedding = Embedding(rng.normal(size=(vocab, d)), rng.normal(size=(n_ctx, d)))
         readout = Readout(normal(d, d, vocab), np.zeros(vocab), self.read)
         meta = Meta(task=task.name, params=task.params(), claimed_format="fp64")
         return Network(embedding, tuple(layers), readout, Basis(tuple(f"x[{i}]" for i in range(d))), meta)
 
 
-#: Initial decay: a sigmoid gate's bias makes alpha = sigmoid(2) ~ 0.88 at the start (the state remembers a few
-#: positions back, as GLA and Mamba initialise); a fixed (ungated) decay starts at RetNet's usual gamma range.
-INITIAL_GATE_BIAS = {"sigmoid": 2.0, "none": 0.9}
-#: The residual's entry scale (rms) the recurrent initialisation plans for: the embedding's entries are the sum of
-#: two unit normals (W_E, W_pos), and every layer of a random stack grows it by a factor of about 1.3 (measured on
-#: the search's hybrids, d_model 8), planned as 1.5.
+#: The residual's entry scale (rms) a recurrent layer's initialisation plans for
+#: (`witness.mixers.matrix_state.initial_matrix_state`): the embedding's entries are the sum of two unit normals
+#: (W_E, W_pos), and every layer of a random stack grows it by a factor of about 1.3 (measured on the search's
+#: hybrids, d_model 8), planned as 1.5.
 EMBED_RESID_SCALE = math.sqrt(2)
 RESID_GROWTH = 1.5
-#: The general RNN's W_s gain: see `_initial_recurrent`.
-RNN_STATE_GAIN = 0.25
-
-
-def _initial_recurrent(cls, options: dict[str, Any], H: int, d: int, k: int, n_ctx: int, resid_scale: float,
-                       normal):
-    """A recurrent mixer with d_k = d_v = d_state = k: weight matrices normal(0, 1/fan-in) times a gain, biases zero
-    except the decay gate's (INITIAL_GATE_BIAS), and the arrays the form pins to zero left at zero.
-
-    Why the gains. There is no layer norm, so a layer's output scale is a power of its input's: a matrix state's
-    read-out o_t = S_t^T q_t = sum_{s<=t} c_ts (q_t . k_s) v_s (|c_ts| <= 1: decays lie in (0, 1), the delta rule
-    only shrinks S along k) is cubic in the residual x and sums up to n_ctx terms, so at plain 1/fan-in scale a
-    stack of such layers grows like x^(3^layers) and overflows even float64 on a 22-token prompt. Here W_Q, W_K
-    and W_V have gain 1 / (resid_scale sqrt(k)): with residual entries of rms resid_scale (the scale planned for
-    this depth, RESID_GROWTH), q, k and v have norm ~1, so |q . k| <~ 1, and W_O's 1/n_ctx undoes the sum over
-    up to n_ctx positions: the layer adds O(1) to the residual whatever the depth, instead of cubing it -- finite
-    at fp16 (max 65504) on prompts of ~100 tokens. |k| ~ 1 also keeps DeltaNet's beta |k|^2 < 2 (beta < 1), the
-    condition for (I - beta k k^T) to shrink S along k instead of flipping and growing it. The general RNN is
-    linear (or ReLU) in x, so only its recurrence needs taming: W_s at gain RNN_STATE_GAIN has operator norm about
-    2 RNN_STATE_GAIN = 1/2, so its state is at most about twice its latest input instead of growing with t. Training may leave this regime; the trainer's finite-loss guard
-    reports it."""
-    unit = 1 / (resid_scale * math.sqrt(k))
-    if cls is RNN:
-        gains = {"W_s": RNN_STATE_GAIN}
-    else:
-        gains = {"W_Q": unit, "W_K": unit, "W_V": unit, "W_O": 1 / n_ctx}
-    arrays = {}
-    for name, shape in cls.array_shapes(H, d, k).items():
-        if name.startswith("W_"):
-            arrays[name] = gains.get(name, 1.0) * normal(H * k if name == "W_O" else shape[-2], *shape)
-        else:
-            arrays[name] = np.zeros(shape)
-    if "b_alpha" in arrays:
-        arrays["b_alpha"] += INITIAL_GATE_BIAS[options.get("gate", getattr(cls, "gate", "sigmoid"))]
-    arrays.update({name: np.zeros_like(arrays[name]) for name in cls.zero_arrays})
-    return cls(**arrays, **options)
 
 
 #: `train`'s defaults: enough for L + 1 full-attention layers to learn L = 1 composition at m = 8 and 14 (d_model 32)

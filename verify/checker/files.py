@@ -3,8 +3,10 @@
 A weights file is a set of arrays under TransformerLens names plus a JSON header (in an .npz the uint8 array
 `__witness_header__`, in a .safetensors file the metadata entry of that name). The checker takes from the header
 only the structure (mixer kind and options per layer, whether it has an MLP, the read positions), the task and its
-parameters, and the basis labels; every array is converted to float64 (a lossless widening for every stored
-dtype: float16/32/64 and integers below 2^53). Files are read without pickle.
+parameters, and the basis labels, and checks the arrays against the header's shapes and dtypes (a header without
+dtypes, from before witness recorded them, is taken as it is); every array is converted to float64, and refused
+unless that widening is lossless (it is for every dtype witness stores: int8, uint8, int16, float16, float32,
+float64). Files are read without pickle.
 
 The network's identity is the sha256 of its arrays (name, then float64 little-endian bytes, in name order) and its
 structure (sorted-key JSON): a certificate names the network by it.
@@ -61,14 +63,22 @@ def weights_from_parts(arrays: dict[str, np.ndarray], header: dict[str, Any], wh
     shapes = header.get("shapes")
     if shapes is not None:
         require(isinstance(shapes, dict) and set(shapes) == set(arrays), f"{where}: arrays do not match the header")
+    dtypes = header.get("dtypes")
+    if dtypes is not None:
+        require(isinstance(dtypes, dict) and set(dtypes) == set(arrays), f"{where}: the header's dtypes do not name "
+                                                                         "the arrays")
     converted = {}
     for name, array in arrays.items():
         require(array.dtype.kind in "fiu", f"{where}: {name} is not numeric ({array.dtype})")
         if shapes is not None:
             require(list(array.shape) == list(shapes[name]), f"{where}: {name} has shape {list(array.shape)}, the "
                                                               f"header says {shapes[name]}")
+        if dtypes is not None:
+            require(array.dtype.name == dtypes[name], f"{where}: {name} is stored as {array.dtype.name}, the header "
+                                                      f"says {dtypes[name]}")
         converted[name] = np.asarray(array, dtype=np.float64)
-        require(np.array_equal(converted[name], array), f"{where}: {name} does not convert to float64 exactly")
+        require(np.array_equal(converted[name].astype(array.dtype), array),
+                f"{where}: {name} does not convert to float64 exactly")
     params = header.get("params") or {}
     require(isinstance(params, dict), f"{where}: the header's params are not an object")
     basis = header.get("basis") or ()

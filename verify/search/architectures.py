@@ -19,7 +19,8 @@ from typing import Any
 
 from witness.errors import ParameterError
 from witness.io import load
-from witness.ir import RECURRENT_MIXERS, Network
+from witness.ir import Network
+from witness.mixers import RECURRENT_MIXERS
 from witness.tasks.base import check_int
 
 #: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).

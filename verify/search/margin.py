@@ -10,7 +10,8 @@ next to a low-margin input tend to have low margins too, and the failures lie wh
 
 Both probes return a `verify.search.probes.Probe`. They count every input they run, in the unit of
 `probes.sampled`'s count, so "failing / inputs" compares with uniform sampling at the same budget; every failure
-they keep passed `confirm_failure` (a fresh plain run), so a wrong margin can lose a failure, never invent one.
+they keep passed `verify.check.confirm_failure` (a fresh plain run), so a wrong margin can lose a failure, never
+invent one.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from hypothesis import seed as hypothesis_seed
 from verify import check
 from verify.search.probes import DEFAULT_MAX_FAILURES, Probe
 from verify.result import Counterexample
-from verify.search.report import confirm_failure
-from witness import strategies
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat
 from witness.execute import logit_margins, run
@@ -52,19 +51,23 @@ def margin(network: Network, tokens, arith: Arithmetic) -> np.ndarray:
     begin = 0
     while begin < batch.shape[0]:
         logits, overflowed = _logits_until_overflow(network, batch[begin:begin + size], arith)
-        done = logits.shape[0]
-        margins[begin:begin + done] = logit_margins(logits, answers[begin:begin + done])
+        done = 0 if logits is None else logits.shape[0]
+        if done:
+            margins[begin:begin + done] = logit_margins(logits, answers[begin:begin + done])
         begin += done + overflowed  # the overflowing row keeps its -inf
     return margins
 
 
-def _logits_until_overflow(network: Network, rows: np.ndarray, arith: Arithmetic) -> tuple[np.ndarray, bool]:
+def _logits_until_overflow(network: Network, rows: np.ndarray,
+                           arith: Arithmetic) -> tuple[np.ndarray | None, bool]:
     """The logits of `rows`, and False; when their run overflows, the logits of the rows before the first
-    overflowing one (rows are independent, so those run alike on their own), and True."""
+    overflowing one (rows are independent, so those run alike on their own; None when there are none, as weights
+    that overflow the format do not run even on no rows), and True."""
     try:
         return run(network, rows, arith).logits, False
     except OverflowInFormat:
-        return run(network, rows[:check.first_overflowing_row(network, rows, arith)], arith).logits, True
+        first = check.first_overflowing_row(network, rows, arith)
+        return (run(network, rows[:first], arith).logits if first else None), True
 
 
 def single_token_edits(tokens: np.ndarray, radices: np.ndarray, offsets: np.ndarray, count: int,
@@ -97,7 +100,7 @@ class _FailureLog:
             return
         self.distinct.add(key)
         if len(self.confirmed) < self.max_failures:
-            failure = confirm_failure(self.network, key, self.arith)
+            failure = check.confirm_failure(self.network, key, self.arith)
             if failure is not None:
                 self.confirmed.append(failure)
 
@@ -164,8 +167,6 @@ def hypothesis_margin(network: Network, arith: Arithmetic, max_examples: int = c
     task = check.task_of(network)
     max_examples = check_int("max_examples", max_examples, 1)
     max_failures = check_int("max_failures", max_failures, 0)
-    one_input = {"composition": strategies.composition_tokens,
-                 "two_sum": strategies.two_sum_tokens}[task.name](task, max_batch=1).map(lambda batch: batch[0])
     log = _FailureLog(network, arith, max_failures)
     inputs = 0
     start = time.perf_counter()
@@ -173,7 +174,7 @@ def hypothesis_margin(network: Network, arith: Arithmetic, max_examples: int = c
     @hypothesis_seed(check_int("seed", seed, 0))
     @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
               phases=[Phase.generate, Phase.target], suppress_health_check=list(HealthCheck))
-    @given(one_input)
+    @given(check.one_input(task))
     def probe(tokens: np.ndarray) -> None:
         nonlocal inputs
         inputs += 1

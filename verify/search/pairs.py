@@ -34,9 +34,10 @@ from verify.check import batch_size
 from verify.search.report import Pair, confirm_pair
 from witness.arith import Arithmetic
 from witness.errors import ParameterError
-from witness.execute import project
 from witness.execute import run
-from witness.ir import RECURRENT_MIXERS, Attention, Network
+from witness.ir import Network
+from witness.mixers import RECURRENT_MIXERS, Attention
+from witness.mixers.base import project
 from witness.tasks.base import check_int
 
 #: The trace hooks holding what a recurrent layer carries past a position: its state, and a linear-attention

@@ -1,13 +1,12 @@
 """Generic probes (docs/conventions.md §6): look for inputs that any IR network with a task answers wrongly.
 
-Each probe returns a `Probe`: the failures it found, every one re-run through `verify.search.report.confirm_failure`
+Each probe returns a `Probe`: the failures it found, every one re-run through `verify.check.confirm_failure`
 (so each is replayable with `witness run`), and a `searched` record saying what was tried, on how many inputs and
 for how long. A probe that finds nothing has searched, not proved: its record is the "none found in N inputs".
 
     sampled(network, arith, count=10_000, seed=0)   seeded random inputs of the network's task
     exhaustive(network, arith)                       every input of a small family
     hypothesis(network, arith, max_examples=200)     Hypothesis search, the failure shrunk to a minimal input
-    probe_batches(network, batches, arith, ...)      any stream of token batches (targeted inputs of other probes)
 
 For a network right on nearly every input, `verify.search.margin` has probes that walk the logit margin down to
 its failures (same `Probe`, inputs counted in the unit of `sampled`'s count):
@@ -15,26 +14,21 @@ its failures (same `Probe`, inputs counted in the unit of `sampled`'s count):
     margin_search(network, arith, runs, seed=0)             greedy descent by single-token edits, restarted
     hypothesis_margin(network, arith, max_examples, seed)   Hypothesis targeted at small margins
 
-The batching, overflow handling and Hypothesis machinery are `verify.check`'s; this module only keeps more than one
-failure and turns them into confirmed `Counterexample`s.
+The first three are `verify.check`'s own runs (the ones the verifier's verdicts come from, on the same inputs for
+the same seed), read as a search record: `Probe.of` a `verify.check.Tally`. Unlike a verdict, a probe does not
+stop at an input whose run overflows a fixed-point format: that input is a failure, and the rest are still run.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from verify import check
 from verify.result import Counterexample
-from verify.search.report import confirm_failure
-from witness.progress import bar
 from witness.arith import Arithmetic
 from witness.ir import Network
-from witness.tasks.base import check_int
 
 #: Failures a probe keeps (it still counts every failing input it runs).
 DEFAULT_MAX_FAILURES = 5
@@ -48,66 +42,32 @@ class Probe:
     failures: tuple[Counterexample, ...]
     searched: dict[str, Any] = field(default_factory=dict)
 
-
-def probe_batches(network: Network, batches: Iterable[np.ndarray], arith: Arithmetic, method: str,
-                  total: int | None = None, max_failures: int = DEFAULT_MAX_FAILURES,
-                  detail: dict[str, Any] | None = None) -> Probe:
-    """Run every batch, keep the first `max_failures` failing inputs (each confirmed by a fresh run).
-
-    An input whose run overflows a fixed-point format is a failure (it is not answered); the rest of its batch is
-    still run."""
-    max_failures = check_int("max_failures", max_failures, 0)
-    start = time.perf_counter()
-    inputs = failing = 0
-    failures: list[Counterexample] = []
-    with bar(total=total, desc=method, unit="input") as progress:
-        for batch in batches:
-            while batch.shape[0]:
-                wrong, _ = check.wrong_rows_until_overflow(network, batch, arith)
-                for row in np.flatnonzero(wrong)[:max(0, max_failures - len(failures))]:
-                    confirmed = confirm_failure(network, batch[row], arith)
-                    if confirmed is not None:
-                        failures.append(confirmed)
-                inputs += wrong.size
-                failing += int(wrong.sum())
-                progress.update(wrong.size)
-                batch = batch[wrong.size:]
-    searched = {"method": method, "inputs": inputs, "failing": failing,
-                "seconds": round(time.perf_counter() - start, 3), **(detail or {})}
-    return Probe(tuple(failures), searched)
+    @classmethod
+    def of(cls, tally: check.Tally, **settings: Any) -> Probe:
+        """The search record of a check run: its kept failures, counts and settings (plus `settings`)."""
+        searched = {"method": tally.method, "inputs": tally.checked, "failing": tally.failures,
+                    "seconds": round(tally.seconds, 3), **tally.settings, **settings}
+        return cls(tally.kept, searched)
 
 
 def sampled(network: Network, arith: Arithmetic, count: int = 10_000, seed: int = 0,
             max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
     """`count` uniformly random inputs of the network's task, drawn from `seed`."""
-    task, count = check.task_of(network), check_int("count", count, 1)
-    size = check.batch_size(network)
-    rng = np.random.default_rng(check_int("seed", seed, 0))
-    batches = (task.random_tokens(rng, min(size, count - begin)) for begin in range(0, count, size))
-    return probe_batches(network, batches, arith, "sampled", count, max_failures, {"seed": seed})
+    return Probe.of(check.sampled_tally(network, count, seed, arith, stop_at_overflow=False,
+                                        max_failures=max_failures))
 
 
 def exhaustive(network: Network, arith: Arithmetic, limit: int = 10**6,
                max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
     """Every input of the network's task family; refused (ParameterError) when there are more than `limit`."""
-    task = check.task_of(network)
-    batches = task.enumerate_tokens(check.batch_size(network), limit)
-    return probe_batches(network, batches, arith, "exhaustive", task.count(), max_failures,
-                         {"family_size": task.count()})
+    tally = check.exhaustive_tally(network, arith, limit, stop_at_overflow=False, max_failures=max_failures)
+    return Probe.of(tally, family_size=check.task_of(network).count())
 
 
 def hypothesis(network: Network, arith: Arithmetic, max_examples: int = check.DEFAULT_MAX_EXAMPLES,
                seed: int = 0) -> Probe:
-    """`verify.check.hypothesis_search`: at most one failure, shrunk to a minimal failing input."""
-    start = time.perf_counter()
-    result = check.hypothesis_search(network, arith, max_examples, seed)
-    failures = ()
-    if result.counterexample is not None:
-        confirmed = confirm_failure(network, result.counterexample.tokens, arith)
-        failures = () if confirmed is None else (confirmed,)
-    searched = {"method": "hypothesis", "inputs": result.checked, "failing": result.failures,
-                "seconds": round(time.perf_counter() - start, 3), "seed": seed, "max_examples": max_examples}
-    return Probe(failures, searched)
+    """`verify.check.hypothesis_tally`: at most one failure, shrunk to a minimal failing input."""
+    return Probe.of(check.hypothesis_tally(network, arith, max_examples, seed, max_failures=1))
 
 
 def failing_and_tried(searched: dict[str, Any]) -> tuple[int, int]:
@@ -124,4 +84,5 @@ def searched_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "seconds": round(sum(r["seconds"] for r in records), 3)}
 
 
-__all__ = ["Probe", "probe_batches", "sampled", "exhaustive", "hypothesis", "searched_summary", "failing_and_tried", "DEFAULT_MAX_FAILURES"]
+__all__ = ["Probe", "sampled", "exhaustive", "hypothesis", "searched_summary", "failing_and_tried",
+           "DEFAULT_MAX_FAILURES"]

@@ -1,7 +1,7 @@
 """What a search reports (docs/conventions.md §6), and the one gate every reported failure and pair passes through.
 
 A search may be as clever as it likes about *finding* a failing input or an indistinguishable pair; nothing it
-finds is reported until `confirm_failure` / `confirm_pair` has re-run it in the plain executor
+finds is reported until `verify.check.confirm_failure` / `confirm_pair` has re-run it in the plain executor
 (`witness.execute.run`, the same run `witness run` and `verify.check` use) at the report's format and semantics and
 compared the output with the task's own answer. So every entry of a `SearchReport` is replayable with
 `witness run FILE --tokens ... --format FMT --semantics SEM`, and a search bug can only lose findings, never invent
@@ -15,18 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from verify.check import task_of
+from verify.check import fresh_output, plain_answer, task_of
 from verify.result import Counterexample
 from witness.arith import Arithmetic
-from witness.errors import OverflowInFormat
-from witness.execute import run
 from witness.ir import Network
-
-
-def _plain(value: Any) -> Any:
-    """An answer or output as JSON-ready ints: one int (read at the last position) or a list (read everywhere)."""
-    array = np.asarray(value).reshape(-1)
-    return int(array[0]) if array.size == 1 else [int(v) for v in array]
 
 
 @dataclass(frozen=True)
@@ -58,29 +50,12 @@ class SearchReport:
         return asdict(self)
 
 
-def _output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
-    """The network's answer on one input; an input that overflows a fixed-point format answers nothing (None)."""
-    try:
-        return _plain(run(network, np.asarray([tokens]), arith).predictions[0])
-    except OverflowInFormat:
-        return None
-
-
-def confirm_failure(network: Network, tokens, arith: Arithmetic) -> Counterexample | None:
-    """A `Counterexample` (the verifier's type; `output` None: the run overflowed) if the network, re-run from
-    scratch under `arith`, answers `tokens` wrongly; else None."""
-    tokens = [int(t) for t in tokens]
-    expected = _plain(task_of(network).answers(np.asarray([tokens]))[0])
-    output = _output(network, tokens, arith)
-    return None if output == expected else Counterexample(tokens, expected, output)
-
-
 def confirm_pair(network: Network, a, b, arith: Arithmetic) -> Pair | None:
     """`Pair` if both inputs, re-run from scratch, get the same output while their answers differ; else None."""
     a, b = [int(t) for t in a], [int(t) for t in b]
     answers = task_of(network).answers(np.asarray([a, b]))
-    expected_a, expected_b = _plain(answers[0]), _plain(answers[1])
-    output_a, output_b = _output(network, a, arith), _output(network, b, arith)
+    expected_a, expected_b = plain_answer(answers[0]), plain_answer(answers[1])
+    output_a, output_b = fresh_output(network, a, arith), fresh_output(network, b, arith)
     if expected_a == expected_b or output_a is None or output_a != output_b:
         return None
     return Pair(a, b, expected_a, expected_b, output_a)

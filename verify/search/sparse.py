@@ -49,7 +49,8 @@ from witness.progress import bar
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
-from witness.ir import BlockSparseAttention, Network
+from witness.ir import Network
+from witness.mixers import BlockSparseAttention
 from witness.tasks import TwoSum
 from witness.tasks.base import check_int
 

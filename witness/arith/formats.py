@@ -32,8 +32,8 @@ def _check_int(owner: str, name: str, value, low: int, high: int) -> None:
         raise ParameterError(f"{owner} {name} must be an integer in [{low}, {high}], got {value!r}")
 
 
-#: Formats numpy has as types: a cast float64 -> type -> float64 is one correctly rounded conversion.
-_NATIVE_TYPES = {(10, 5): np.float16, (23, 8): np.float32}
+#: Entries `Float.round` handles at a time: a few float64 arrays of this size fit in a core's cache.
+ROUND_CHUNK = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -90,16 +90,66 @@ class Float:
         x = np.asarray(values, dtype=np.float64)
         if (self.mantissa, self.exponent) == (52, 11):
             return x
-        native = _NATIVE_TYPES.get((self.mantissa, self.exponent))
-        if native is not None:  # numpy's cast is IEEE round to nearest even (tested against MPFR), and fast
+        if (self.mantissa, self.exponent) == (23, 8):  # numpy's cast is IEEE round to nearest even, and fast
             with np.errstate(over="ignore"):
-                return x.astype(native).astype(np.float64)
+                return x.astype(np.float32).astype(np.float64)
+        rounded = np.empty(x.shape)
+        flat, out = x.reshape(-1), rounded.reshape(-1)
+        for start in range(0, flat.size, ROUND_CHUNK):  # a chunk's every pass then runs in the processor's cache
+            piece = out[start:start + ROUND_CHUNK]
+            piece[...] = flat[start:start + ROUND_CHUNK]
+            if self.mantissa > 50 or self.round_by_adding(piece, in_place=True) is None:
+                piece[...] = self._round_by_scaling(flat[start:start + ROUND_CHUNK])
+        return rounded
+
+    def _round_by_scaling(self, x: np.ndarray) -> np.ndarray:
+        """`round` for any float64 array, by exponent arithmetic."""
         with np.errstate(invalid="ignore", over="ignore"):
             # The quantum of x is 2^(max(floor(log2|x|), emin) - mantissa); frexp gives floor(log2|x|) + 1
             # exactly, and scaling by powers of two is exact, so rint (ties to even) does the one rounding.
             exponent = np.maximum(np.frexp(x)[1] - 1, self.emin) - self.mantissa
             rounded = np.ldexp(np.rint(np.ldexp(x, -exponent)), exponent)
             return np.where(np.abs(rounded) > self.max_finite, np.copysign(np.inf, x), rounded)
+
+    def round_by_adding(self, x: np.ndarray, in_place: bool = False, zero_signs: bool = True) -> np.ndarray | None:
+        """`round` of a float64 or float32 array (same dtype back; into x itself when `in_place`) by one addition
+        and one subtraction in that dtype, when every entry is finite with magnitude below 2^emax and the constant
+        below fits the dtype; else None (x untouched), and the caller takes the general path. Needs mantissa <=
+        (the dtype's fraction bits) - 2. Without `zero_signs`, a result that rounds to zero may come out as +0
+        where the rounding gives -0 (two passes fewer; for callers that no comparison of theirs can tell apart).
+
+        Why it is the format's rounding: let e = max(floor(log2|x|), emin), so the format's quantum at x is
+        q = 2^(e - mantissa), and let C = 1.5 * 2^(t - mantissa + e), t the dtype's fraction bits (52 or 23).
+        Since |x| < 2^(e+1) <= C/3, x + C lies in [2^(t - mantissa + e), 2^(t + 1 - mantissa + e)), where the
+        dtype's spacing is exactly q; so the rounded sum is C plus x rounded to a multiple of q, ties to even (C/q
+        = 1.5 * 2^t is even). Subtracting C is exact (both are multiples of q, within a factor 2 of each other),
+        and a copysign restores the sign of a result that rounded to zero (C is taken with x's sign, which
+        mirrors the whole computation for a negative x, so it also carries that sign; a positive C serves a
+        negative x as well, since C - |x| >= 2C/3 stays in the same binade). Below 2^emax the result is at most
+        2^emax, a finite format value. 2^e is read off x's bit pattern (its exponent field, fraction cleared),
+        raised to 2^emin for entries below the normal range (the dtype's subnormals and 0 included); an infinite
+        or NaN x reads as inf and is refused with the rest.
+        """
+        if x.ndim == 0:  # numpy's ufuncs return scalars, not arrays, for 0-d operands
+            rounded = self.round_by_adding(x.reshape(1), in_place, zero_signs)
+            return None if rounded is None else rounded.reshape(())
+        info = np.finfo(x.dtype)
+        unsigned = np.uint64 if x.dtype == np.float64 else np.uint32
+        fraction_bits = int(info.nmant)
+        exponent_field = ((1 << int(info.nexp)) - 1) << fraction_bits
+        scale = np.bitwise_and(x.view(unsigned), unsigned(exponent_field)).view(x.dtype)
+        # NaN-safe; the largest 2^e of an |x| < 2^emax, and of one whose C is finite in the dtype
+        largest = min(self.emax - 1, int(info.maxexp) - 1 - fraction_bits + self.mantissa)
+        if not scale.max() <= 2.0 ** largest:
+            return None
+        np.maximum(scale, x.dtype.type(2.0 ** self.emin), out=scale)
+        scale *= x.dtype.type(1.5 * 2.0 ** (fraction_bits - self.mantissa))
+        if zero_signs:
+            np.copysign(scale, x, out=scale)  # C with x's sign: the same sum, mirrored, and it carries the sign
+        rounded = x if in_place else x.copy()
+        rounded += scale
+        rounded -= scale
+        return np.copysign(rounded, scale, out=rounded) if zero_signs else rounded
 
     def __str__(self) -> str:
         return self.name
@@ -145,16 +195,23 @@ class Fixed:
         NaN and ±inf are out of range too: a fixed-point register holds neither.
         """
         x = np.asarray(values, dtype=np.float64)
+        if x.size > ROUND_CHUNK:
+            try:
+                return _in_chunks(x, lambda chunk: self.round(chunk, operation))
+            except OverflowInFormat:  # the whole array's own message, naming its first offending index
+                pass
         with np.errstate(invalid="ignore", over="ignore"):
-            steps = np.rint(np.ldexp(x, self.fraction))  # exact scaling, then the one rounding
+            steps = np.rint(x * 2.0 ** self.fraction)  # exact scaling (by a power of two, upwards), the one rounding
             limit = 2.0 ** (self.integer + self.fraction)
+            inside = steps.size == 0 or (steps.min() >= -limit and steps.max() <= limit - 1)  # false on NaN
+        if not inside:
             outside = ~((steps >= -limit) & (steps <= limit - 1))
-        if outside.any():
             first = tuple(int(i) for i in np.argwhere(outside)[0])
             raise OverflowInFormat(
                 f"{self.name} overflow in {operation} at index {first} of shape {list(x.shape)}: value "
                 f"{float(x[first])!r} is outside [{self.lowest!r}, {self.highest!r}]")
-        return np.ldexp(steps, -self.fraction)
+        steps *= 2.0 ** -self.fraction
+        return steps
 
     def __str__(self) -> str:
         return self.name
@@ -181,6 +238,16 @@ class Exact:
 
 
 Format = Float | Fixed | Exact
+
+
+def _in_chunks(x: np.ndarray, round_chunk) -> np.ndarray:
+    """round_chunk applied to consecutive pieces of x's entries (ROUND_CHUNK at a time): the same values, each
+    pass over a piece then running in the processor's cache."""
+    rounded = np.empty(x.shape)
+    flat, out = x.reshape(-1), rounded.reshape(-1)
+    for start in range(0, flat.size, ROUND_CHUNK):
+        out[start:start + ROUND_CHUNK] = round_chunk(flat[start:start + ROUND_CHUNK])
+    return rounded
 
 FP16 = Float(10, 5)
 BF16 = Float(7, 8)
