@@ -20,6 +20,8 @@ from witness.ir import Basis, Embedding, Layer, Meta, Network, Readout
 from witness.mixers import Attention, BlockSparseAttention, SlidingWindowAttention
 from witness.mixers.block_sparse import select_blocks
 
+pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
+
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # See tests/test_reference_forward.py: both sides are float64 with different summation orders.
 RELATIVE_TOLERANCE = 1e-9

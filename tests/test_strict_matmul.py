@@ -20,6 +20,8 @@ from witness.execute import run
 
 from test_formats import mpfr_context, mpfr_round  # the MPFR rounding the format tests check against
 
+pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
+
 
 def reference_matmul(fmt, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """acc = R(a_0 b_0), acc = R(acc + R(a_k b_k)), entry by entry: MPFR for floats, Fractions for fixed formats

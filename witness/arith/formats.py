@@ -16,6 +16,7 @@ that float64 represents exactly, which is why `round` takes and returns float64 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import ClassVar
@@ -133,17 +134,12 @@ class Float:
         if x.ndim == 0:  # numpy's ufuncs return scalars, not arrays, for 0-d operands
             rounded = self.round_by_adding(x.reshape(1), in_place, zero_signs)
             return None if rounded is None else rounded.reshape(())
-        info = np.finfo(x.dtype)
-        unsigned = np.uint64 if x.dtype == np.float64 else np.uint32
-        fraction_bits = int(info.nmant)
-        exponent_field = ((1 << int(info.nexp)) - 1) << fraction_bits
-        scale = np.bitwise_and(x.view(unsigned), unsigned(exponent_field)).view(x.dtype)
-        # NaN-safe; the largest 2^e of an |x| < 2^emax, and of one whose C is finite in the dtype
-        largest = min(self.emax - 1, int(info.maxexp) - 1 - fraction_bits + self.mantissa)
-        if not scale.max() <= 2.0 ** largest:
+        unsigned, exponent_field, largest, smallest, multiplier = _adding_constants(self, x.dtype)
+        scale = np.bitwise_and(x.view(unsigned), exponent_field).view(x.dtype)
+        if not scale.max() <= largest:  # NaN-safe
             return None
-        np.maximum(scale, x.dtype.type(2.0 ** self.emin), out=scale)
-        scale *= x.dtype.type(1.5 * 2.0 ** (fraction_bits - self.mantissa))
+        np.maximum(scale, smallest, out=scale)
+        scale *= multiplier
         if zero_signs:
             np.copysign(scale, x, out=scale)  # C with x's sign: the same sum, mirrored, and it carries the sign
         rounded = x if in_place else x.copy()
@@ -238,6 +234,19 @@ class Exact:
 
 
 Format = Float | Fixed | Exact
+
+
+@functools.lru_cache(maxsize=None)
+def _adding_constants(fmt: Float, dtype: np.dtype) -> tuple:
+    """For `Float.round_by_adding` in `dtype` (float64 or float32): its unsigned integer type, the mask of its
+    exponent field, the largest 2^e it takes (that of an |x| < 2^emax, and of one whose C is finite in the dtype),
+    2^emin, and 1.5 * 2^(fraction bits - mantissa), the last four as scalars of the dtype."""
+    info = np.finfo(dtype)
+    unsigned = np.uint64 if dtype == np.float64 else np.uint32
+    fraction_bits = int(info.nmant)
+    largest = min(fmt.emax - 1, int(info.maxexp) - 1 - fraction_bits + fmt.mantissa)
+    return (unsigned, unsigned(((1 << int(info.nexp)) - 1) << fraction_bits), dtype.type(2.0 ** largest),
+            dtype.type(2.0 ** fmt.emin), dtype.type(1.5 * 2.0 ** (fraction_bits - fmt.mantissa)))
 
 
 def _in_chunks(x: np.ndarray, round_chunk) -> np.ndarray:

@@ -53,6 +53,9 @@ SEMANTICS = ("strict", "theory", "mixed")
 #: Output entries per block of the ordered matmul: its running sums and products (a few arrays of this many
 #: float64s) stay in a core's cache across the whole accumulation.
 MATMUL_BLOCK = 1 << 15
+#: Products (output entries x depth) from which the ordered matmul looks for its shortcuts; a smaller one, such as
+#: a recurrence's step, runs the plain loop.
+SHORTCUTS_FROM = 1 << 14
 #: A bound on the relative error of numpy's float64 exp (measured: under 2^-52), with a wide margin.
 EXP_RELATIVE_ERROR = 2.0 ** -40
 #: The same for long double exp (x87 80-bit, 64-bit significand; glibc's expl is within a few of its ulps).
@@ -162,7 +165,8 @@ class StrictArithmetic(_Rounded):
         comparison, every later sum with a nonzero term, and exp, and the executor divides only by sums of exps.
         """
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        if a.ndim >= 2 and b.ndim >= 2 and np.isfinite(a).all():
+        finite = bool(np.isfinite(a).all() and np.isfinite(b).all())
+        if a.ndim >= 2 and b.ndim >= 2 and finite:
             nonzero = b != 0
             rows = np.flatnonzero(nonzero.any(axis=tuple(i for i in range(b.ndim) if i != b.ndim - 2)))
             columns = np.flatnonzero(nonzero.any(axis=tuple(range(b.ndim - 1))))
@@ -170,11 +174,11 @@ class StrictArithmetic(_Rounded):
                 shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
                 result = np.zeros(shape)
                 if rows.size:
-                    result[..., columns] = self._ordered_matmul(a[..., rows], b[..., rows, :][..., columns])
+                    result[..., columns] = self._ordered_matmul(a[..., rows], b[..., rows, :][..., columns], True)
                 return result
-        return self._ordered_matmul(a, b)
+        return self._ordered_matmul(a, b, finite)
 
-    def _ordered_matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _ordered_matmul(self, a: np.ndarray, b: np.ndarray, finite: bool) -> np.ndarray:
         """The ordered accumulation, computed block by block of output entries so that each block's running sums
         stay in the processor's cache through all `depth` steps, and along whichever of the output's two axes is
         longer (c = a b is computed as c^T = b^T a^T when a has more rows than b has columns: the same products,
@@ -182,13 +186,15 @@ class StrictArithmetic(_Rounded):
         set of whole output entries, so no sum changes its order. A fixed-format overflow is re-raised by the
         plain loop over the whole result, so that its message names the result's first offending entry."""
         depth = a.shape[-1]
-        if depth == 0 or self._rounds_nothing(a, b):
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        rows, columns = a.shape[-2], b.shape[-1]
+        if math.prod(batch) * rows * columns * depth < SHORTCUTS_FROM:  # checking would cost more than it saves
+            return self._accumulate(a, b) if depth else np.matmul(a, b)
+        if depth == 0 or (finite and self._rounds_nothing(a, b)):
             return np.matmul(a, b)
         narrow = self._float32_suffices(a, b)
         accumulate = self._accumulate if narrow is None else self._accumulate_float32
         left, right = (a, b) if narrow is None else narrow
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        rows, columns = a.shape[-2], b.shape[-1]
         if math.prod(b.shape[:-2]) == 1:  # b shared by the whole batch: every row of a is a row of one product
             left = np.broadcast_to(left, batch + (rows, depth)).reshape(1, -1, depth)
             right = right.reshape(1, depth, columns)
@@ -294,24 +300,20 @@ class StrictArithmetic(_Rounded):
         Multiplying a by 2^-G is exact (a power of two, in range for these formats), so rint finds the entries
         that are not multiples. The only difference from the ordered loop is the sign of a zero sum.
 
-        First the same test on the first batch entry alone: its S is at most the whole S and G grows with S, so
-        an entry that is not a multiple of that smaller G's power is not one of G's either, and most matmuls
-        that round are turned down there, at a small part of the cost.
+        First the same test on the first batch entry alone: its S is at most the whole S and its gb at least the
+        whole gb, so its G is at most the whole G, and an entry that is not a multiple of that power of two is
+        not one of the whole G's either: most matmuls that round are turned down there, at a small part of the
+        cost. a and b are finite (the caller checks).
         """
-        if not (np.isfinite(a).all() and np.isfinite(b).all()):
-            return False
-        gb = _lowest_bit_exponent(b)
-        if gb is None or a.size == 0:  # every product is zero
-            return True
-        first_a, first_b = a[(0,) * (a.ndim - 2)], b[(0,) * (b.ndim - 2)]
-        for part_a, part_b in ((first_a, first_b), (a, b)):
-            bound = float(np.matmul(np.abs(part_a), np.abs(part_b)).max())
-            if bound == 0:
+        for part_a, part_b in ((a[(0,) * (a.ndim - 2)], b[(0,) * (b.ndim - 2)]), (a, b)):
+            gb = _lowest_bit_exponent(part_b)  # the first entry's is at least the whole b's
+            bound = float(np.matmul(np.abs(part_a), np.abs(part_b)).max()) if part_a.size and gb is not None else 0
+            if bound == 0:  # every product is zero (for the first entry: nothing learned)
                 continue
-            G = self._grid_exponent(bound)
-            if G is None:
+            g = self._grid_exponent(bound)
+            if g is None:
                 return False
-            scaled = part_a * 2.0 ** (gb - G)
+            scaled = part_a * 2.0 ** (gb - g)
             if not np.array_equal(scaled, np.rint(scaled)):
                 return False
         return True
@@ -329,7 +331,7 @@ class StrictArithmetic(_Rounded):
         a_k 1 = a_k round to themselves (a_k is a value of the format, as every operand here is: see `store`), so
         that a sum gets the matmul's blocks and shortcuts."""
         a = np.asarray(a, dtype=np.float64)
-        if a.shape[axis] == 0:
+        if a.shape[axis] <= 1:  # no sum, or the one term itself
             return a.sum(axis=axis, keepdims=True)
         moved = np.moveaxis(a, axis, -1)[..., None, :]  # [..., 1, n]
         return np.moveaxis(self.matmul(moved, np.ones((a.shape[axis], 1)))[..., 0, :], -1, axis)
