@@ -100,12 +100,11 @@ def wrong_rows_until_overflow(network: Network, batch: np.ndarray,
 
 
 def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) -> Counterexample:
-    """Re-run one input, then once more with a trace; the trace keeps each layer's residual stream at the read
-    positions.
+    """Re-run one input with a trace; the trace keeps each layer's residual stream at the read positions.
 
     When the run overflows, the output is the overflow message and there is no trace. A traced run computes every
-    position of the last layer too (docs/conventions.md §3), so it can overflow where the run did not: then the
-    output stands and there is no trace.
+    position of the last layer too (docs/conventions.md §3), so it can overflow where the plain run does not: then
+    the plain run gives the output, and there is no trace. (Where both run, their values are the same.)
     """
     task = task_of(network)
     tokens = [int(t) for t in tokens]
@@ -113,17 +112,17 @@ def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) 
     if network.readout.read == "last":
         expected = expected[0]
     try:
-        output = run(network, np.array(tokens), arith).predictions[0].tolist()
-    except OverflowInFormat as exc:
-        return Counterexample(tokens, expected, f"overflow: {exc}", {})
+        outputs = run(network, np.array(tokens), arith, trace=True)
+        read = list(outputs.read_positions)
+        trace = {name: value[0][read].tolist() for name, value in outputs.trace.items() if "resid" in name}
+    except OverflowInFormat:
+        try:
+            outputs, trace = run(network, np.array(tokens), arith), {}
+        except OverflowInFormat as exc:
+            return Counterexample(tokens, expected, f"overflow: {exc}", {})
+    output = outputs.predictions[0].tolist()
     if network.readout.read == "last":
         output = output[0]
-    try:
-        traced = run(network, np.array(tokens), arith, trace=True)
-    except OverflowInFormat:
-        return Counterexample(tokens, expected, output, {})
-    read = list(traced.read_positions)
-    trace = {name: value[0][read].tolist() for name, value in traced.trace.items() if "resid" in name}
     return Counterexample(tokens, expected, output, trace)
 
 

@@ -94,14 +94,12 @@ class Float:
         if (self.mantissa, self.exponent) == (23, 8):  # numpy's cast is IEEE round to nearest even, and fast
             with np.errstate(over="ignore"):
                 return x.astype(np.float32).astype(np.float64)
-        rounded = np.empty(x.shape)
-        flat, out = x.reshape(-1), rounded.reshape(-1)
-        for start in range(0, flat.size, ROUND_CHUNK):  # a chunk's every pass then runs in the processor's cache
-            piece = out[start:start + ROUND_CHUNK]
-            piece[...] = flat[start:start + ROUND_CHUNK]
-            if self.mantissa > 50 or self.round_by_adding(piece, in_place=True) is None:
-                piece[...] = self._round_by_scaling(flat[start:start + ROUND_CHUNK])
-        return rounded
+        return _in_chunks(x, self._round_chunk)
+
+    def _round_chunk(self, chunk: np.ndarray, out: np.ndarray) -> None:
+        out[...] = chunk
+        if self.mantissa > 50 or self.round_by_adding(out, in_place=True) is None:
+            out[...] = self._round_by_scaling(chunk)
 
     def _round_by_scaling(self, x: np.ndarray) -> np.ndarray:
         """`round` for any float64 array, by exponent arithmetic."""
@@ -193,7 +191,7 @@ class Fixed:
         x = np.asarray(values, dtype=np.float64)
         if x.size > ROUND_CHUNK:
             try:
-                return _in_chunks(x, lambda chunk: self.round(chunk, operation))
+                return _in_chunks(x, lambda chunk, out: np.copyto(out, self.round(chunk, operation)))
             except OverflowInFormat:  # the whole array's own message, naming its first offending index
                 pass
         with np.errstate(invalid="ignore", over="ignore"):
@@ -249,13 +247,14 @@ def _adding_constants(fmt: Float, dtype: np.dtype) -> tuple:
             dtype.type(2.0 ** fmt.emin), dtype.type(1.5 * 2.0 ** (fraction_bits - fmt.mantissa)))
 
 
-def _in_chunks(x: np.ndarray, round_chunk) -> np.ndarray:
-    """round_chunk applied to consecutive pieces of x's entries (ROUND_CHUNK at a time): the same values, each
-    pass over a piece then running in the processor's cache."""
+def _in_chunks(x: np.ndarray, round_into) -> np.ndarray:
+    """x rounded by round_into(piece, out), which writes a piece's rounding into out, on consecutive pieces of
+    x's entries (ROUND_CHUNK at a time): the same values, each pass over a piece then running in the processor's
+    cache."""
     rounded = np.empty(x.shape)
     flat, out = x.reshape(-1), rounded.reshape(-1)
     for start in range(0, flat.size, ROUND_CHUNK):
-        out[start:start + ROUND_CHUNK] = round_chunk(flat[start:start + ROUND_CHUNK])
+        round_into(flat[start:start + ROUND_CHUNK], out[start:start + ROUND_CHUNK])
     return rounded
 
 FP16 = Float(10, 5)

@@ -188,9 +188,11 @@ class StrictArithmetic(_Rounded):
         depth = a.shape[-1]
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         rows, columns = a.shape[-2], b.shape[-1]
+        if depth == 0:
+            return np.matmul(a, b)
         if math.prod(batch) * rows * columns * depth < SHORTCUTS_FROM:  # checking would cost more than it saves
-            return self._accumulate(a, b) if depth else np.matmul(a, b)
-        if depth == 0 or (finite and self._rounds_nothing(a, b)):
+            return self._accumulate(a, b)
+        if finite and self._rounds_nothing(a, b):
             return np.matmul(a, b)
         narrow = self._float32_suffices(a, b)
         accumulate = self._accumulate if narrow is None else self._accumulate_float32
