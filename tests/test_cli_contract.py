@@ -148,3 +148,14 @@ def test_reported_commands_end_in_one_line_and_exit_2(files, argv, names):
     assert done.returncode == 2, (argv, done.returncode, done.stderr[-2000:])
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("witness: error: "), done.stderr[-2000:]
     assert names in done.stderr, done.stderr
+
+
+def test_certify_refuses_a_strict_proof_beyond_the_machine_before_starting(tmp_path):
+    # 5,002 tokens: the strict proof holds about 48 n^2 = 1.1 GiB, more than 75% of the pinned 1 GiB
+    network = tmp_path / "long.npz"
+    subprocess.run([sys.executable, "-m", "witness.cli", "compile", "composition", "--L", "1", "--m", "5000", "-o",
+                    str(network)], check=True, capture_output=True, timeout=120)
+    argv = ["certify", str(network), "--format", "fp32", "--semantics", "strict"]
+    done = subprocess.run([sys.executable, "-c", PINNED, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "certifying a 5002-token prompt under strict" in done.stderr

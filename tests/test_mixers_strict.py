@@ -8,8 +8,6 @@ from test_strict_reference import assert_strict_matches_reference
 from witness import strategies as ws
 from witness.arith import parse_format
 
-pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
-
 RECURRENT_NETWORKS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FORMATS = ["float:3,4", "float:5,5", "fp16", "bf16", "fp32", "fixed:4,4", "fixed:6,8"]
 

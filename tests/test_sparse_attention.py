@@ -19,8 +19,7 @@ from witness.io import load
 from witness.ir import Basis, Embedding, Layer, Meta, Network, Readout
 from witness.mixers import Attention, BlockSparseAttention, SlidingWindowAttention
 from witness.mixers.block_sparse import select_blocks
-
-pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
+from witness.reference import reference_run
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # See tests/test_reference_forward.py: both sides are float64 with different summation orders.
@@ -187,6 +186,22 @@ def test_sparse_kinds_that_see_everything_are_full_attention_bit_for_bit(semanti
                  lambda a: BlockSparseAttention(**a.arrays(), block=2, k=n, causal=a.causal)):
         other = logits(swapped(make))
         assert (isinstance(full, str) and other == full) or np.array_equal(other, full, equal_nan=True)
+
+
+def test_block_scores_of_queries_nothing_reads_are_not_computed():
+    # d_model 1: position 0 holds 4, position 1 holds 0; q = k = x, v = 0, one key per block. Query 0's block score
+    # against its neighbour, 4 * 0, fits fixed:3,2 ([-8, 7.75]) but its own, 4 * 4 = 16, does not. The readout reads
+    # position 1 only, so an untraced run (and the MPFR reference) never scores query 0's blocks: no overflow, as for
+    # full attention; a traced run scores every query and overflows.
+    one, zero = np.ones((1, 1, 1)), np.zeros((1, 1, 1))
+    sparse = BlockSparseAttention(**Attention.zeros_bias(one, one, zero, zero).arrays(), block=1, k=1, causal=False)
+    network = Network(Embedding(np.zeros((1, 1)), np.array([[4.0], [0.0]])), (Layer(sparse, None),),
+                      Readout(np.array([[1.0, -1.0]]), np.array([0.0, 0.25])), Basis(("x[0]",)), Meta())
+    arith = arithmetic("fixed:3,2", "strict")
+    assert run(network, [0, 0], arith).predictions.tolist() == [[1]]
+    assert reference_run(network, [0, 0], parse_format("fixed:3,2")).predictions.tolist() == [1]
+    with pytest.raises(OverflowInFormat, match="matmul"):
+        run(network, [0, 0], arith, trace=True)
 
 
 # -- IR validation, files, budget, torch ---------------------------------------------------------------------

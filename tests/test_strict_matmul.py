@@ -1,8 +1,10 @@
-"""The fast paths of `strict` rounding and of its ordered matmul, against references written here with MPFR and
-exact rationals, on the inputs each path's argument is most likely to get wrong: ties, the subnormal boundary, the
-largest magnitudes a path accepts, products just above and below float32's normal range, sums one bit past the
-bound under which a matmul rounds nothing. Each test also asserts which path ran, so that a change in how a path
-is chosen cannot silently turn it into a test of another one.
+"""The compiled loops of `strict` (witness.arith.kernels: rounding, the ordered matmul) against references written
+here with MPFR and exact rationals, on the inputs each argument is most likely to get wrong: ties, the subnormal
+boundary, the overflow threshold, values far past the range, NaN and ±inf, zero entries (which the loop skips)
+beside infinite ones (which forbid skipping), both orientations of the loop and an output longer than its stretch,
+products far below and above float32's range, sums one bit past what the format holds. The rounding tests also
+assert which path ran (compiled, or by scaling), so that a change in how a path is chosen cannot silently turn one
+into a test of the other.
 """
 
 from fractions import Fraction
@@ -19,8 +21,6 @@ from witness.errors import OverflowInFormat
 from witness.execute import run
 
 from test_formats import mpfr_context, mpfr_round  # the MPFR rounding the format tests check against
-
-pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
 
 
 def reference_matmul(fmt, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,128 +63,181 @@ def format_values(fmt: Float, rng, shape, low: int, high: int) -> np.ndarray:
 
 
 def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
-    return np.array_equal(x, y, equal_nan=True) and np.array_equal(np.signbit(x), np.signbit(y))
+    """Equal values, NaN where NaN, the same sign wherever not NaN (a NaN's sign bit means nothing)."""
+    numbers = ~np.isnan(x)
+    return np.array_equal(x, y, equal_nan=True) and np.array_equal(np.signbit(x[numbers]), np.signbit(y[numbers]))
 
 
-# -- rounding by one addition (Float.round_by_adding) ----------------------------------------------------------------
+def same_bits_but_zero_signs(x: np.ndarray, y: np.ndarray) -> bool:
+    """Equal values, NaN where NaN, the same sign wherever nonzero: a matmul's zero sums may differ in sign (free:
+    see `StrictArithmetic.matmul`)."""
+    return same_bits(np.where(x == 0, 0.0, x), np.where(y == 0, 0.0, y))
 
-FORMATS = [Float(3, 4), FP16, BF16, Float(1, 3), Float(2, 2), Float(24, 9), Float(12, 6), Float(50, 10)]
+
+# -- the compiled rounding (witness.arith.kernels.round_float) -------------------------------------------------------
+
+FORMATS = [Float(3, 4), FP16, BF16, Float(1, 3), Float(2, 2), Float(24, 9), Float(12, 6), Float(50, 10), Float(23, 8)]
 
 
 def hard_values(fmt: Float) -> np.ndarray:
-    """Ties and their float64 neighbours at every binade from the subnormals to just below 2^emax, the largest
-    values below 2^emax, halves of the smallest subnormal, float64 subnormals, signed zeros."""
-    exponents = np.arange(fmt.emin - fmt.mantissa - 2, fmt.emax)
+    """Ties and their float64 neighbours at every binade from the subnormals to the top one, the largest finite
+    value, the overflow threshold and its neighbours, halves of the smallest subnormal, float64 subnormals, signed
+    zeros, values far past the range, ±inf, NaN."""
+    exponents = np.arange(fmt.emin - fmt.mantissa - 2, fmt.emax + 1)
     fields = np.array([0, 1, 2, 3, 2 ** fmt.mantissa - 1])
     grid = ((1 + fields[None, :] / 2 ** fmt.mantissa) * 2.0 ** exponents[:, None]).reshape(-1)
     quantum = np.ldexp(1.0, np.maximum(np.frexp(grid)[1] - 1, fmt.emin) - fmt.mantissa)
     ties = grid + quantum / 2
-    below_top = np.nextafter(2.0 ** fmt.emax, 0)
-    special = np.array([below_top, fmt.max_finite, fmt.smallest_subnormal / 2,
-                        np.nextafter(fmt.smallest_subnormal / 2, 1), 5e-324, 0.0, -0.0])
+    overflow = np.ldexp(2.0 - 2.0 ** -(fmt.mantissa + 1), fmt.emax)  # the midpoint above max_finite
+    with np.errstate(over="ignore"):  # 2^(emax + 1) is inf for an 11-bit exponent
+        beyond = np.ldexp(1.0, [fmt.emax + 1, fmt.emax + 3])
+    special = np.array([np.nextafter(2.0 ** fmt.emax, 0), fmt.max_finite, overflow, np.nextafter(overflow, 0),
+                        np.nextafter(overflow, np.inf), *beyond, 1e300, fmt.smallest_subnormal / 2,
+                        np.nextafter(fmt.smallest_subnormal / 2, 1), 5e-324, 0.0, np.inf])
     values = np.concatenate([grid, ties, np.nextafter(ties, 0), np.nextafter(ties, np.inf), special])
-    values = values[np.abs(values) < 2.0 ** fmt.emax]
-    return np.concatenate([values, -values])
+    return np.concatenate([values, -values, [np.nan]])
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=str)
-def test_rounding_by_adding_in_float64_is_mpfr_rounding(fmt):
+def test_the_compiled_rounding_is_mpfr_rounding(fmt):
+    assert fmt.mantissa <= 50 and fmt.exponent <= 10  # the compiled path, not `_round_by_scaling`
     values = hard_values(fmt)
-    rounded = fmt.round_by_adding(values)
-    assert rounded is not None  # every value here is one the addition path takes
-    assert same_bits(rounded, mpfr_round(fmt, values))
-    assert same_bits(fmt.round(values), rounded)
+    with np.errstate(over="ignore"):
+        assert same_bits(fmt.round(values), mpfr_round(fmt, values))
+        assert same_bits(fmt.round(values.reshape(-1, 1)[::2]).reshape(-1), mpfr_round(fmt, values[::2]))  # strided
 
 
-@pytest.mark.parametrize("fmt", [Float(3, 4), FP16, BF16, Float(10, 8), Float(1, 3)], ids=str)
-def test_rounding_by_adding_in_float32_is_mpfr_rounding(fmt):
-    values = hard_values(fmt).astype(np.float32)  # float32 neighbours of the ties now
-    largest = 2.0 ** min(fmt.emax - 1, 127 - 23 + fmt.mantissa)
-    values = values[np.abs(values) < 2 * largest]
-    copy = values.copy()
-    rounded = fmt.round_by_adding(values, in_place=True)
-    assert rounded is values and rounded.dtype == np.float32
-    assert same_bits(rounded.astype(np.float64), mpfr_round(fmt, copy))
+@pytest.mark.parametrize("fmt", [Float(51, 10), Float(10, 11), Float(3, 11)], ids=str)
+def test_formats_outside_the_compiled_rounding_round_by_scaling_alike(fmt):
+    values = hard_values(fmt)
+    with np.errstate(over="ignore"):
+        assert same_bits(fmt.round(values), mpfr_round(fmt, values))
 
 
-@pytest.mark.parametrize("values", [[1.0, np.inf], [np.nan, 1.0], [-np.inf], [2.0 ** 15]], ids=str)
-def test_rounding_by_adding_refuses_what_it_cannot_round(values):
-    x = np.array(values)
-    assert FP16.round_by_adding(x.copy(), in_place=True) is None
-    # bf16's constant C = 1.5 * 2^(23 - 7 + e) leaves float32 for e > 111: refused, not wrong
-    assert BF16.round_by_adding(np.array([2.0 ** 112], dtype=np.float32)) is None
-    assert BF16.round_by_adding(np.array([2.0 ** 111], dtype=np.float32)) is not None
+def test_the_compiled_fixed_rounding_is_rational_rounding_and_names_the_first_overflow():
+    fmt = Fixed(3, 2)  # grid 1/4, range [-8, 7.75]
+    steps = np.arange(-32 * 4, 32 * 4) / 16  # every sixteenth: ties (x.125, x.375, ...) and their neighbours
+    inside = steps[(steps >= -8.125) & (steps < 7.875)]  # -8.125 is a tie that rounds to -8, 7.875 one that rounds to 8
+    assert fmt.round(inside).tolist() == [float(fixed_round(fmt, Fraction(v))) for v in inside]
+    x = np.array([[1.0, 7.875], [9.0, np.nan]])
+    with pytest.raises(OverflowInFormat, match=r"fixed:3,2 overflow in store at index \(0, 1\) of shape \[2, 2\]"):
+        fmt.round(x, "store")
+    with pytest.raises(OverflowInFormat, match=r"index \(0,\)"):
+        fmt.round(np.array([np.inf]))
 
 
-# -- the ordered matmul's two shortcuts -------------------------------------------------------------------------------
+# -- the ordered matmul's compiled loop ------------------------------------------------------------------------------
 
-def test_a_matmul_whose_sums_fit_rounds_nothing_and_one_bit_more_does_round():
-    # fp16 keeps 11 significant bits. Integer entries, so g = 0 and the bound is 2^11 = 2048.
+def test_a_sum_one_bit_past_the_format_rounds_and_one_that_fits_does_not():
+    # fp16 keeps 11 significant bits: integer sums up to 2047 are exact, 2049 is a tie that rounds to 2048.
     strict = arithmetic("fp16", "strict")
     a = np.array([[1023.0, 1024.0]])
     fits, too_big = np.array([[1.0], [1.0]]), np.array([[1.0], [1.0 + 2 ** -10]])
-    assert strict._rounds_nothing(a, fits)  # 1023 + 1024 = 2047 < 2048
     assert strict.matmul(a, fits).tolist() == [[2047.0]] == reference_matmul(FP16, a, fits).tolist()
-    assert not strict._rounds_nothing(a, too_big)  # 1024 * (1 + 2^-10) needs a 12th bit
-    assert same_bits(strict.matmul(a, too_big), reference_matmul(FP16, a, too_big))
-    one_more = np.array([[1024.0, 1025.0]])  # 2049 has 12 significant bits: fp16 rounds it to 2048
-    assert not strict._rounds_nothing(one_more, fits)
+    assert same_bits(strict.matmul(a, too_big), reference_matmul(FP16, a, too_big))  # 1024 (1 + 2^-10): a 12th bit
+    one_more = np.array([[1024.0, 1025.0]])
     assert strict.matmul(one_more, fits).tolist() == [[2048.0]] == reference_matmul(FP16, one_more, fits).tolist()
 
 
-def test_a_matmul_below_the_subnormal_grid_is_not_taken_as_exact():
+def test_products_below_the_subnormal_grid_round():
     strict = arithmetic("fp16", "strict")
     a, b = np.array([[2.0 ** -12, 2.0 ** -13]]), np.array([[2.0 ** -12], [2.0 ** -13]])
-    assert not strict._rounds_nothing(a, b)  # products 2^-24 + 2^-26: below fp16's quantum 2^-24
-    assert same_bits(strict.matmul(a, b), reference_matmul(FP16, a, b))
+    assert same_bits(strict.matmul(a, b), reference_matmul(FP16, a, b))  # 2^-24 + 2^-26: below fp16's quantum 2^-24
 
 
-def test_fixed_matmul_rounds_nothing_only_inside_the_range():
+def test_a_fixed_matmul_that_leaves_the_range_by_rounding_raises():
     strict = arithmetic("fixed:3,2", "strict")  # grid 1/4, range [-8, 7.75]
     a = np.array([[2.0, 1.75]])
     inside, outside = np.array([[2.0], [2.0]]), np.array([[2.0], [2.25]])
-    assert strict._rounds_nothing(a, inside)  # 4 + 3.5 = 7.5
     assert strict.matmul(a, inside).tolist() == reference_matmul(Fixed(3, 2), a, inside).tolist() == [[7.5]]
-    assert not strict._rounds_nothing(a, outside)  # 4 + 3.9375: rounds, and 7.9375 -> 8 leaves the range
-    with pytest.raises(OverflowInFormat):
+    with pytest.raises(OverflowInFormat):  # 4 + 3.9375 rounds to 8, outside the range
         reference_matmul(Fixed(3, 2), a, outside)
     with pytest.raises(OverflowInFormat, match="matmul"):
         strict.matmul(a, outside)
 
 
+SHAPES = [((2, 3, 7), (7, 4)), ((5, 7), (7, 2)), ((2, 1, 6, 7), (3, 7, 5)), ((1, 9), (9, 1))]
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
 @pytest.mark.parametrize("fmt, low, high", [(FP16, -14, 6), (FP16, -24, -3), (Float(3, 4), -6, 5), (BF16, -60, 60),
-                                            (BF16, 60, 66), (Float(10, 8), -62, 0)], ids=str)
-def test_the_float32_accumulation_is_the_ordered_rounded_one(fmt, low, high):
-    rng = np.random.default_rng(abs(low) * 100 + abs(high))
+                                            (BF16, -70, -60), (BF16, 60, 66), (Float(10, 8), -62, 0),
+                                            (Float(24, 9), -200, 200), (Float(1, 3), -3, 3)], ids=str)
+def test_the_compiled_ordered_matmul_is_the_mpfr_one(fmt, low, high, shapes):
+    """Both orientations (more rows than columns is computed transposed), shared and batched right factors, zero
+    entries (skipped) and tiny, huge and overflowing products."""
+    rng = np.random.default_rng(abs(low) * 100 + abs(high) + len(shapes[0]))
     strict = arithmetic(fmt, "strict")
-    a, b = format_values(fmt, rng, (2, 3, 7), low, high), format_values(fmt, rng, (7, 4), low, high)
-    narrow = strict._float32_suffices(a, b)
-    smallest = np.min(np.abs(a[a != 0])) * np.min(np.abs(b[b != 0]))
-    assert (narrow is not None) == (smallest >= 2.0 ** -126)
-    assert not strict._rounds_nothing(a, b)
+    a, b = format_values(fmt, rng, shapes[0], low, high), format_values(fmt, rng, shapes[1], low, high)
     with np.errstate(over="ignore", invalid="ignore"):
-        assert same_bits(strict.matmul(a, b), reference_matmul(fmt, a, b))
+        assert same_bits_but_zero_signs(strict.matmul(a, b), reference_matmul(fmt, a, b))
 
 
-def test_bf16_products_below_float32s_normal_range_take_the_float64_loop():
-    strict = arithmetic("bf16", "strict")
-    a, b = np.array([[2.0 ** -70, 1.0]]), np.array([[2.0 ** -60 * 1.5], [3.0]])
-    assert strict._float32_suffices(a, b) is None  # 2^-130 * 1.5 would round in float32 before bf16
-    assert same_bits(strict.matmul(a, b), reference_matmul(BF16, a, b))
-    a[0, 0] = 2.0 ** -66
-    assert strict._float32_suffices(a, b) is not None  # 1.5 * 2^-126: normal
-    assert same_bits(strict.matmul(a, b), reference_matmul(BF16, a, b))
+@pytest.mark.parametrize("fmt", [FP16, Float(3, 4), "fixed:3,4"], ids=str)
+def test_infinite_operands_run_every_step_as_defined(fmt):
+    """With an infinite operand no step is skipped: inf * 0 is NaN, as the definition says (a fixed format passes
+    what is not finite through, the masked scores' rule)."""
+    strict = arithmetic(fmt, "strict")
+    a = np.array([[0.0, 1.0, 0.5], [-np.inf, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    b = np.array([[np.inf, 0.0], [0.0, 0.5], [1.0, -0.25]])
+    with np.errstate(invalid="ignore"):
+        result = strict.matmul(a, b)
+        assert same_bits_but_zero_signs(result, strict._accumulate(a, b))
+    assert np.isnan(result[0, 0]) and np.isnan(result[1, 1]) and result[1, 0] == -np.inf and result[2, 0] == np.inf
+    if isinstance(strict.operations_format, Float):
+        assert same_bits_but_zero_signs(result, reference_matmul(strict.operations_format, a, b))
+    # past the first step, in both orientations: a zero factor against an infinite one is still NaN
+    with np.errstate(invalid="ignore"):
+        across = strict.matmul(np.array([[1.0, 0.0, 2.0]]), np.array([[1.0, 1.0], [np.inf, 1.0], [1.0, 1.0]]))
+        down = strict.matmul(np.array([[1.0, np.inf], [2.0, 1.0], [3.0, 1.0]]), np.array([[1.0], [0.0]]))
+    assert np.isnan(across[0, 0]) and across[0, 1] == 3.0
+    assert np.isnan(down[0, 0]) and down[1:, 0].tolist() == [2.0, 3.0]
 
 
-def test_bf16_sums_that_overflow_are_infinite_on_both_paths():
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_the_compiled_fixed_matmul_is_the_rational_one(shapes):
+    fmt = Fixed(4, 4)
+    rng = np.random.default_rng(len(shapes[0]) + shapes[1][-1])
+    a = rng.integers(-12, 12, shapes[0]) / 16 * rng.choice([0.0, 1.0, 2.0], shapes[0])
+    b = rng.integers(-12, 12, shapes[1]) / 16
+    strict = arithmetic(fmt, "strict")
+    assert same_bits_but_zero_signs(strict.matmul(a, b), reference_matmul(fmt, a, b))
+
+
+@pytest.mark.parametrize("fmt", [FP16, Fixed(4, 4)], ids=str)
+def test_an_output_axis_longer_than_the_loops_stretch_is_computed_everywhere(fmt):
+    from witness.arith.kernels import STRETCH
+    rng = np.random.default_rng(7)
+    shape = (2 * STRETCH + 3, 2)  # more rows than columns: the stretch runs along the rows
+    a = format_values(fmt, rng, shape, -4, 4) if isinstance(fmt, Float) else rng.integers(-12, 12, shape) / 16
+    b = np.array([[0.3125], [-0.6875]])
+    strict = arithmetic(fmt, "strict")
+    assert same_bits_but_zero_signs(strict.matmul(a, b), reference_matmul(fmt, a, b))
+
+
+def test_a_fixed_overflow_midway_names_the_entry_the_plain_loop_names():
+    strict = arithmetic("fixed:3,2", "strict")
+    a = np.array([[1.0, 1.0, 1.0], [4.0, 4.0, -4.0]])  # row 1: 4 + 4 = 8 leaves the range at the second step
+    b = np.array([[1.0], [1.0], [1.0]])
+    with pytest.raises(OverflowInFormat, match=r"overflow in matmul at index \(1, 0\) of shape \[2, 1\]: value 8.0"):
+        strict.matmul(a, b)
+
+
+def test_bf16_sums_that_overflow_are_infinite():
     strict = arithmetic("bf16", "strict")
     big = BF16.max_finite
     a, b = np.array([[big, big, -big]]), np.array([[1.0], [1.0], [1.0]])
-    assert strict._float32_suffices(a, b) is not None
     assert strict.matmul(a, b).tolist() == reference_matmul(BF16, a, b).tolist() == [[np.inf]]
 
 
-# -- what `StrictArithmetic.store` and `_float32_suffices` rest on ----------------------------------------------------
+def test_fp64_strict_adds_in_index_order_not_numpys():
+    strict = arithmetic("fp64", "strict")
+    a, b = np.array([[1.0, 2.0 ** -53, 2.0 ** -53]]), np.ones((3, 1))
+    assert strict.matmul(a, b).tolist() == [[1.0]]  # (1 + 2^-53) + 2^-53: each tie rounds back to 1
+    assert reference_matmul(Float(52, 11), a, b).tolist() == [[1.0]]
+
+
+# -- what `StrictArithmetic.store` rests on ----------------------------------------------------
 
 class OperandsAreFormatValues:
     """A strict arithmetic that, at every step the executor calls, checks each operand is a value of the

@@ -21,8 +21,6 @@ from witness.ir import Basis, Embedding, Meta, Network, Readout
 from witness.mixers import MIXERS
 from witness.reference import reference_run
 
-pytestmark = pytest.mark.usefixtures("strict_shortcuts_everywhere")
-
 RANDOM_NETWORKS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -16,13 +16,13 @@ that float64 represents exactly, which is why `round` takes and returns float64 
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
+from witness.arith.kernels import float_parameters, round_fixed_array, round_float_array
 from witness.errors import OverflowInFormat, ParameterError
 
 FORMAT_SYNTAX = "fp16 | bf16 | fp32 | fp64 | float:M,E | fixed:I,F | exact"
@@ -31,10 +31,6 @@ FORMAT_SYNTAX = "fp16 | bf16 | fp32 | fp64 | float:M,E | fixed:I,F | exact"
 def _check_int(owner: str, name: str, value, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise ParameterError(f"{owner} {name} must be an integer in [{low}, {high}], got {value!r}")
-
-
-#: Entries `Float.round` handles at a time: a few float64 arrays of this size fit in a core's cache.
-ROUND_CHUNK = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -86,20 +82,18 @@ class Float:
 
         IEEE overflow: a magnitude that rounds (with unbounded exponent) above `max_finite` becomes ±inf. NaN
         stays NaN and the sign of zero is kept. `operation` is accepted for a uniform interface with `Fixed`;
-        floats never raise.
+        floats never raise. Every format of mantissa <= 50 and exponent <= 10 rounds in one compiled pass
+        (`witness.arith.kernels.round_float`, argued there); the others by exponent arithmetic.
         """
         x = np.asarray(values, dtype=np.float64)
         if (self.mantissa, self.exponent) == (52, 11):
             return x
-        if (self.mantissa, self.exponent) == (23, 8):  # numpy's cast is IEEE round to nearest even, and fast
-            with np.errstate(over="ignore"):
-                return x.astype(np.float32).astype(np.float64)
-        return _in_chunks(x, self._round_chunk)
-
-    def _round_chunk(self, chunk: np.ndarray, out: np.ndarray) -> None:
-        out[...] = chunk
-        if self.mantissa > 50 or self.round_by_adding(out, in_place=True) is None:
-            out[...] = self._round_by_scaling(chunk)
+        if self.mantissa > 50 or self.exponent > 10:
+            return self._round_by_scaling(x)
+        rounded = np.empty(x.shape)
+        round_float_array(x.reshape(-1), rounded.reshape(-1),
+                                  *float_parameters(self.mantissa, self.exponent))
+        return rounded
 
     def _round_by_scaling(self, x: np.ndarray) -> np.ndarray:
         """`round` for any float64 array, by exponent arithmetic."""
@@ -109,41 +103,6 @@ class Float:
             exponent = np.maximum(np.frexp(x)[1] - 1, self.emin) - self.mantissa
             rounded = np.ldexp(np.rint(np.ldexp(x, -exponent)), exponent)
             return np.where(np.abs(rounded) > self.max_finite, np.copysign(np.inf, x), rounded)
-
-    def round_by_adding(self, x: np.ndarray, in_place: bool = False, zero_signs: bool = True) -> np.ndarray | None:
-        """`round` of a float64 or float32 array (same dtype back; into x itself when `in_place`) by one addition
-        and one subtraction in that dtype, when every entry is finite with magnitude below 2^emax and the constant
-        below fits the dtype; else None (x untouched), and the caller takes the general path. Needs mantissa <=
-        (the dtype's fraction bits) - 2. Without `zero_signs`, a result that rounds to zero may come out as +0
-        where the rounding gives -0 (two passes fewer; for callers that no comparison of theirs can tell apart).
-
-        Why it is the format's rounding: let e = max(floor(log2|x|), emin), so the format's quantum at x is
-        q = 2^(e - mantissa), and let C = 1.5 * 2^(t - mantissa + e), t the dtype's fraction bits (52 or 23).
-        Since |x| < 2^(e+1) <= C/3, x + C lies in [2^(t - mantissa + e), 2^(t + 1 - mantissa + e)), where the
-        dtype's spacing is exactly q; so the rounded sum is C plus x rounded to a multiple of q, ties to even (C/q
-        = 1.5 * 2^t is even). Subtracting C is exact (both are multiples of q, within a factor 2 of each other),
-        and a copysign restores the sign of a result that rounded to zero (C is taken with x's sign, which
-        mirrors the whole computation for a negative x, so it also carries that sign; a positive C serves a
-        negative x as well, since C - |x| >= 2C/3 stays in the same binade). Below 2^emax the result is at most
-        2^emax, a finite format value. 2^e is read off x's bit pattern (its exponent field, fraction cleared),
-        raised to 2^emin for entries below the normal range (the dtype's subnormals and 0 included); an infinite
-        or NaN x reads as inf and is refused with the rest.
-        """
-        if x.ndim == 0:  # numpy's ufuncs return scalars, not arrays, for 0-d operands
-            rounded = self.round_by_adding(x.reshape(1), in_place, zero_signs)
-            return None if rounded is None else rounded.reshape(())
-        unsigned, exponent_field, largest, smallest, multiplier = _adding_constants(self, x.dtype)
-        scale = np.bitwise_and(x.view(unsigned), exponent_field).view(x.dtype)
-        if not scale.max() <= largest:  # NaN-safe
-            return None
-        np.maximum(scale, smallest, out=scale)
-        scale *= multiplier
-        if zero_signs:
-            np.copysign(scale, x, out=scale)  # C with x's sign: the same sum, mirrored, and it carries the sign
-        rounded = x if in_place else x.copy()
-        rounded += scale
-        rounded -= scale
-        return np.copysign(rounded, scale, out=rounded) if zero_signs else rounded
 
     def __str__(self) -> str:
         return self.name
@@ -184,28 +143,19 @@ class Fixed:
         return 2.0 ** self.integer - 2.0 ** -self.fraction
 
     def round(self, values, operation: str = "round") -> np.ndarray:
-        """Each entry rounded to the grid 2^-fraction, ties to even; OverflowInFormat if any leaves the range.
-
-        NaN and ±inf are out of range too: a fixed-point register holds neither.
-        """
+        """Each entry rounded to the grid 2^-fraction, ties to even; OverflowInFormat if any leaves the range
+        (naming the first such entry). NaN and ±inf are out of range too: a fixed-point register holds neither.
+        One compiled pass (`witness.arith.kernels.round_fixed`)."""
         x = np.asarray(values, dtype=np.float64)
-        if x.size > ROUND_CHUNK:
-            try:
-                return _in_chunks(x, lambda chunk, out: np.copyto(out, self.round(chunk, operation)))
-            except OverflowInFormat:  # the whole array's own message, naming its first offending index
-                pass
-        with np.errstate(invalid="ignore", over="ignore"):
-            steps = np.rint(x * 2.0 ** self.fraction)  # exact scaling (by a power of two, upwards), the one rounding
-            limit = 2.0 ** (self.integer + self.fraction)
-            inside = steps.size == 0 or (steps.min() >= -limit and steps.max() <= limit - 1)  # false on NaN
-        if not inside:
-            outside = ~((steps >= -limit) & (steps <= limit - 1))
-            first = tuple(int(i) for i in np.argwhere(outside)[0])
+        rounded = np.empty(x.shape)
+        first = round_fixed_array(x.reshape(-1), rounded.reshape(-1), 2.0 ** self.fraction,
+                                          2.0 ** (self.integer + self.fraction))
+        if first >= 0:
+            index = tuple(int(i) for i in np.unravel_index(first, x.shape))
             raise OverflowInFormat(
-                f"{self.name} overflow in {operation} at index {first} of shape {list(x.shape)}: value "
-                f"{float(x[first])!r} is outside [{self.lowest!r}, {self.highest!r}]")
-        steps *= 2.0 ** -self.fraction
-        return steps
+                f"{self.name} overflow in {operation} at index {index} of shape {list(x.shape)}: value "
+                f"{float(x[index])!r} is outside [{self.lowest!r}, {self.highest!r}]")
+        return rounded
 
     def __str__(self) -> str:
         return self.name
@@ -233,29 +183,6 @@ class Exact:
 
 Format = Float | Fixed | Exact
 
-
-@functools.lru_cache(maxsize=None)
-def _adding_constants(fmt: Float, dtype: np.dtype) -> tuple:
-    """For `Float.round_by_adding` in `dtype` (float64 or float32): its unsigned integer type, the mask of its
-    exponent field, the largest 2^e it takes (that of an |x| < 2^emax, and of one whose C is finite in the dtype),
-    2^emin, and 1.5 * 2^(fraction bits - mantissa), the last four as scalars of the dtype."""
-    info = np.finfo(dtype)
-    unsigned = np.uint64 if dtype == np.float64 else np.uint32
-    fraction_bits = int(info.nmant)
-    largest = min(fmt.emax - 1, int(info.maxexp) - 1 - fraction_bits + fmt.mantissa)
-    return (unsigned, unsigned(((1 << int(info.nexp)) - 1) << fraction_bits), dtype.type(2.0 ** largest),
-            dtype.type(2.0 ** fmt.emin), dtype.type(1.5 * 2.0 ** (fraction_bits - fmt.mantissa)))
-
-
-def _in_chunks(x: np.ndarray, round_into) -> np.ndarray:
-    """x rounded by round_into(piece, out), which writes a piece's rounding into out, on consecutive pieces of
-    x's entries (ROUND_CHUNK at a time): the same values, each pass over a piece then running in the processor's
-    cache."""
-    rounded = np.empty(x.shape)
-    flat, out = x.reshape(-1), rounded.reshape(-1)
-    for start in range(0, flat.size, ROUND_CHUNK):
-        round_into(flat[start:start + ROUND_CHUNK], out[start:start + ROUND_CHUNK])
-    return rounded
 
 FP16 = Float(10, 5)
 BF16 = Float(7, 8)

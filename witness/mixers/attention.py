@@ -23,11 +23,11 @@ class Attention(SoftmaxHeads):
         self._freeze_heads()
 
 
-def _allowed_keys(block: Attention, q, k, arith, hooks, prefix: str):
+def _allowed_keys(block: Attention, q, k, arith, hooks, prefix: str, from_query: int):
     return causal_keys(q.shape[2], block.causal)
 
 
-def _reference_visible(block: Attention, q, k, ops, dot) -> list[list[bool]]:
+def _reference_visible(block: Attention, q, k, ops, dot, from_query: int) -> list[list[bool]]:
     return reference_causal(block, len(q))
 
 

@@ -58,12 +58,13 @@ def block_summaries(k: np.ndarray, size: int, arith: Arithmetic) -> np.ndarray:
     return np.concatenate(parts, axis=-2)
 
 
-def select_blocks(block_scores: np.ndarray, size: int, k: int, causal: bool) -> np.ndarray:
-    """Which blocks each query keeps, block_scores [..., n, n_blocks] -> bool [..., n, n_blocks]: its own block
-    i // size, plus the k best candidate blocks (all others; with `causal`, those before its own), best first by
-    score, ties to the lower index, NaN scores last. Fewer than k candidates: all of them."""
-    length, n_blocks = block_scores.shape[-2:]
-    own = np.arange(length) // size
+def select_blocks(block_scores: np.ndarray, size: int, k: int, causal: bool, first: int = 0) -> np.ndarray:
+    """Which blocks each query keeps, block_scores [..., queries, n_blocks] of the queries first, first + 1, ... ->
+    bool [..., queries, n_blocks]: its own block i // size, plus the k best candidate blocks (all others; with
+    `causal`, those before its own), best first by score, ties to the lower index, NaN scores last. Fewer than k
+    candidates: all of them."""
+    queries, n_blocks = block_scores.shape[-2:]
+    own = np.arange(first, first + queries) // size
     index = np.arange(n_blocks)
     candidate = index[None, :] < own[:, None] if causal else index[None, :] != own[:, None]  # [n, n_blocks]
     shape = block_scores.shape
@@ -76,14 +77,15 @@ def select_blocks(block_scores: np.ndarray, size: int, k: int, causal: bool) -> 
     return chosen | (index[None, :] == own[:, None])
 
 
-def _allowed_keys(block: BlockSparseAttention, q: np.ndarray, k: np.ndarray, arith: Arithmetic, hooks, prefix: str):
-    """The kept blocks' keys. Traced: hook_block_summary [b, H, n_blocks, d_head], hook_block_scores and
-    hook_selected_blocks [b, H, n, n_blocks]; then hook_pattern (zero off the kept tokens) and hook_result as for
-    full attention."""
+def _allowed_keys(block: BlockSparseAttention, q: np.ndarray, k: np.ndarray, arith: Arithmetic, hooks, prefix: str,
+                  from_query: int):
+    """The kept blocks' keys for the queries from_query on (whose block scores alone are computed). Traced (every
+    query): hook_block_summary [b, H, n_blocks, d_head], hook_block_scores and hook_selected_blocks [b, H, n,
+    n_blocks]; then hook_pattern (zero off the kept tokens) and hook_result as for full attention."""
     length = q.shape[2]
     summaries = block_summaries(k, block.block, arith)
-    block_scores = arith.matmul(q, np.swapaxes(summaries, -1, -2))  # [b, H, n, n_blocks]
-    selected = select_blocks(block_scores, block.block, block.k, block.causal)
+    block_scores = arith.matmul(q[:, :, from_query:], np.swapaxes(summaries, -1, -2))  # [b, H, n - from, n_blocks]
+    selected = select_blocks(block_scores, block.block, block.k, block.causal, from_query)
     if hooks is not None:
         hooks.update({f"{prefix}.hook_block_summary": summaries, f"{prefix}.hook_block_scores": block_scores,
                       f"{prefix}.hook_selected_blocks": selected})
@@ -91,16 +93,16 @@ def _allowed_keys(block: BlockSparseAttention, q: np.ndarray, k: np.ndarray, ari
     causal = causal_keys(length, block.causal)
 
     def allowed(start: int, stop: int) -> np.ndarray:
-        return selected[:, :, start:stop][..., key_block] & causal(start, stop)
+        return selected[:, :, start - from_query:stop - from_query][..., key_block] & causal(start, stop)
 
     return allowed
 
 
 # -- the MPFR reference -------------------------------------------------------------------------------------------
-def _reference_visible(block: BlockSparseAttention, q, k, ops, dot) -> list[list[bool]]:
-    """Each block summary is its keys summed in index order, then divided by the block's length; every query
-    scores every block (q . summary) and keeps its own block and the k best candidates (higher score first, ties
-    to the lower index, NaN last)."""
+def _reference_visible(block: BlockSparseAttention, q, k, ops, dot, from_query: int) -> list[list[bool] | None]:
+    """Each block summary is its keys summed in index order, then divided by the block's length; every query from
+    from_query on scores every block (q . summary) and keeps its own block and the k best candidates (higher score
+    first, ties to the lower index, NaN last); earlier queries are not computed (None)."""
     length = len(q)
     causal = reference_causal(block, length)
     size = block.block
@@ -114,8 +116,8 @@ def _reference_visible(block: BlockSparseAttention, q, k, ops, dot) -> list[list
                 total = ops.add(total, key[e], "summary")
             summary.append(ops.div(total, len(members), "summary"))
         summaries.append(summary)
-    visible = []
-    for i in range(length):
+    visible = [None] * from_query
+    for i in range(from_query, length):
         own = i // size
         scores = [dot(q[i], summary, "block scores") for summary in summaries]
         candidates = [b for b in range(len(summaries)) if (b < own if block.causal else b != own)]

@@ -27,7 +27,8 @@ class SlidingWindowAttention(SoftmaxHeads):
         object.__setattr__(self, "window", check_span("SlidingWindowAttention", "window", self.window, 1))
 
 
-def _allowed_keys(block: SlidingWindowAttention, q: np.ndarray, k: np.ndarray, arith, hooks, prefix: str):
+def _allowed_keys(block: SlidingWindowAttention, q: np.ndarray, k: np.ndarray, arith, hooks, prefix: str,
+                  from_query: int):
     length = q.shape[2]
 
     def allowed(start: int, stop: int) -> np.ndarray:
@@ -37,7 +38,7 @@ def _allowed_keys(block: SlidingWindowAttention, q: np.ndarray, k: np.ndarray, a
     return allowed
 
 
-def _reference_visible(block: SlidingWindowAttention, q, k, ops, dot) -> list[list[bool]]:
+def _reference_visible(block: SlidingWindowAttention, q, k, ops, dot, from_query: int) -> list[list[bool]]:
     length = len(q)
     return [[0 <= i - j < block.window if block.causal else abs(i - j) < block.window for j in range(length)]
             for i in range(length)]

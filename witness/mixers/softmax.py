@@ -98,13 +98,14 @@ def causal_keys(length: int, causal: bool):
 
 
 def softmax_kernel(allowed_keys_of):
-    """The kernel of a softmax kind whose `allowed_keys_of(block, q, k, arith, hooks, prefix)` gives its
-    allowed_keys (see `softmax_mix`): x [b, n, d_model] -> [b, n - from_query, d_model]. q, k and v are projected at
-    every position (the kind's key selection may read every query)."""
+    """The kernel of a softmax kind whose `allowed_keys_of(block, q, k, arith, hooks, prefix, from_query)` gives
+    its allowed_keys for the queries from_query .. n-1 (see `softmax_mix`): x [b, n, d_model] -> [b, n -
+    from_query, d_model]. q, k and v are projected at every position (keys are read at every position); a kind's
+    key selection computes with the queries from_query on only, like the scores."""
     def kernel(block: SoftmaxHeads, x: np.ndarray, arith: Arithmetic, hooks, prefix: str,
                from_query: int = 0) -> np.ndarray:
         q, k, v = project(block, x, arith)
-        allowed = allowed_keys_of(block, q, k, arith, hooks, prefix)
+        allowed = allowed_keys_of(block, q, k, arith, hooks, prefix, from_query)
         return softmax_mix(block, q, k, v, arith, hooks, prefix, allowed, from_query)
     return kernel
 
@@ -116,8 +117,8 @@ def reference_causal(block, length: int) -> list[list[bool]]:
 
 
 def softmax_reference(visible_keys):
-    """The MPFR reference of a softmax kind whose `visible_keys(block, q, k, ops, dot)` gives visible[i][j], whether
-    query i attends to key j: scores for every pair, the maximum over the visible ones subtracted, a correctly
+    """The MPFR reference of a softmax kind whose `visible_keys(block, q, k, ops, dot, from_query)` gives
+    visible[i][j], whether query i attends to key j, for the queries i >= from_query: scores for every such pair, the maximum over the visible ones subtracted, a correctly
     rounded exp, numerators summed in index order (hidden keys add an exact 0), divided, contracted with v; for the
     queries from_query .. n-1 (q, k and v at every position)."""
     def reference(block, x, ops, weight, dot, column, from_query=0):
@@ -133,7 +134,7 @@ def softmax_reference(visible_keys):
                          for e in range(block.d_head)] for i in range(length)]
 
             q, k, v = project_head(W_Q, b_Q), project_head(W_K, b_K), project_head(W_V, b_V)
-            visible = visible_keys(block, q, k, ops, dot)
+            visible = visible_keys(block, q, k, ops, dot, from_query)
             mixed = []
             for i in range(from_query, length):
                 scores = [dot(q[i], k[j], "scores") for j in range(length)]
