@@ -39,6 +39,22 @@ def test_summary_judges_each_point_by_its_control():
     assert "control: did NOT learn" in text and "does not prove that none exists" in text
 
 
+def test_a_fall_past_c_is_qualified_when_the_architecture_fell_below_c_too():
+    rows = []
+    for seed in (0, 1):
+        rows += [row(4, "control", seed, 1.0, 0), row(16, "control", seed, 1.0, 0),
+                 row(4, "1 full", seed, 0.4, 0), row(16, "1 full", seed, 0.3, 0),
+                 row(4, "0 full + deltanet", seed, 0.9, 32), row(16, "0 full + deltanet", seed, 0.2, 32)]
+    summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(SPEC, rows)}
+    assert summary[16, "0 full + deltanet"]["ratio"] == 2.0
+    assert "training may explain the fall" in capacity.standing(summary[16, "0 full + deltanet"])
+    rows = [dict(r, accuracy=1.0) if (r["size"], r["architecture"]) == (4, "0 full + deltanet") else r for r in rows]
+    summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(SPEC, rows)}
+    assert capacity.standing(summary[4, "0 full + deltanet"]) == "learned too"
+    assert capacity.standing(summary[16, "0 full + deltanet"]) == ("fell past C, where the control learned: where "
+                                                                 "counting forces some input wrong")
+
+
 def test_bad_specs_are_refused():
     with pytest.raises(ParameterError, match="recurrent kinds"):
         capacity.CapacitySpec(mixers=("attention",))

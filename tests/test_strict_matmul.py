@@ -192,6 +192,14 @@ def test_infinite_operands_run_every_step_as_defined(fmt):
         down = strict.matmul(np.array([[1.0, np.inf], [2.0, 1.0], [3.0, 1.0]]), np.array([[1.0], [0.0]]))
     assert np.isnan(across[0, 0]) and across[0, 1] == 3.0
     assert np.isnan(down[0, 0]) and down[1:, 0].tolist() == [2.0, 3.0]
+    if isinstance(strict.operations_format, Float):  # every step rounds, the first too, in both orientations
+        fmt = strict.operations_format
+        rng = np.random.default_rng(3)
+        for shape_a, shape_b in [((9, 4), (4, 2)), ((2, 4), (4, 9))]:
+            a, b = format_values(fmt, rng, shape_a, -3, 3), format_values(fmt, rng, shape_b, -3, 3)
+            a[1, 2] = -np.inf
+            with np.errstate(invalid="ignore"):
+                assert same_bits_but_zero_signs(strict.matmul(a, b), reference_matmul(fmt, a, b))
 
 
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)

@@ -416,3 +416,29 @@ def test_cli_min_precision_by_certify_is_confirmed_by_exhaustive(capsys):
     arith = arithmetic(Float(payload["mantissa"], payload["exponent"]), "theory")
     assert check.exhaustive(network, arith).status is Status.VERIFIED
     assert payload["below"] and all(entry["status"] != "verified" for entry in payload["below"])
+
+
+def test_a_counterexample_whose_traced_run_overflows_comes_from_the_plain_run():
+    # composition L = 1, m = 2 (4 tokens), d_model 1: position 0 holds 4 and an MLP doubles it, 8, outside fixed:3,2
+    # ([-8, 7.75]); the readout reads the last position, which holds 0. The plain run never computes position 0's
+    # MLP (docs/conventions.md §3) and answers; the traced run computes it and overflows.
+    from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+    from witness.mixers import Attention
+    from witness.tasks import Composition
+
+    task = Composition(L=1, m=2)
+    zero = np.zeros((1, 1, 1))
+    positions = np.zeros((task.prompt_length, 1))
+    positions[0] = 4.0
+    network = Network(Embedding(np.zeros((task.vocab_size, 1)), positions),
+                      (Layer(Attention.zeros_bias(zero, zero, zero, zero),
+                             MLP(np.array([[2.0]]), np.zeros(1), np.array([[1.0]]), np.zeros(1))),),
+                      Readout(np.array([[1.0, -1.0]]), np.array([0.0, 0.25])), Basis(("x[0]",)),
+                      Meta(task="composition", params=task.params()))
+    arith = arithmetic("fixed:3,2", "strict")
+    tokens = task.random_tokens(np.random.default_rng(0), 1)[0]
+    with pytest.raises(witness.errors.OverflowInFormat):
+        run(network, tokens, arith, trace=True)
+    found = check.counterexample_for(network, tokens, arith)
+    assert found.output == 1 and found.trace == {}
+    assert found.expected == int(task.answers(tokens).reshape(-1)[0])

@@ -23,6 +23,9 @@ from numba.extending import intrinsic
 #: Output entries per stretch of the ordered matmul's inner loop: its running sums (this many float64s) stay in a
 #: core's cache while every step of the contraction passes over them.
 STRETCH = 1 << 12
+#: Output rows per stretch when the inner loop runs down the columns: the stretch's rows of the left factor, copied
+#: transposed (depth times this many float64s), and its sums for every column stay in cache.
+ROW_STRETCH = 1 << 8
 
 _HALF_FRACTION = 1 << 51  # the fraction field of 1.5 * 2^k
 
@@ -82,10 +85,11 @@ def round_float(x, shift, lowest, highest, max_finite):
 @njit(inline="always")
 def round_fixed(x, scale, limit):
     """x rounded to the grid 1/scale, ties to even, and whether it lies in the range [-limit, limit - 1] steps:
-    scaling by a power of two (scale = 2^fraction) is exact, so rint does the one rounding, and so is dividing the
-    integer result back; NaN and ±inf are out of range. Returns (rounded, in_range), branch-free."""
+    scaling by a power of two (scale = 2^fraction) is exact, so rint does the one rounding, and so is scaling the
+    integer result back by 1/scale (a power of two too, exact, and computed once per loop); NaN and ±inf are out
+    of range. Returns (rounded, in_range), branch-free."""
     steps = np.rint(x * scale)
-    return steps / scale, (steps >= -limit) & (steps <= limit - 1)
+    return steps * (1.0 / scale), (steps >= -limit) & (steps <= limit - 1)
 
 
 @njit(cache=True)
@@ -97,18 +101,13 @@ def round_float_array(x, out, shift, lowest, highest, max_finite):
 
 @njit(cache=True)
 def round_fixed_array(x, out, scale, limit):
-    """out[i] = round_fixed(x[i]) for flat arrays; the index of the first entry out of range, or -1."""
+    """out[i] = round_fixed(x[i]) for flat arrays; whether every entry is in range."""
     inside = True
     for i in range(x.size):
         value, fits = round_fixed(x[i], scale, limit)
         out[i] = value
         inside &= fits
-    if inside:
-        return -1
-    for i in range(x.size):
-        if not round_fixed(x[i], scale, limit)[1]:
-            return i
-    return -1
+    return inside
 
 
 #: How `ordered_matmul` rounds: onto a float format (`round_float`), onto a fixed one (`round_fixed`), or not at
@@ -143,12 +142,23 @@ def ordered_matmul(left, right, parameters, skip_zeros):
     left the range or is not finite (the caller then runs the plain loop: its error names the offending entry, and
     it passes masked scores through).
 
-    With `skip_zeros` (every operand finite, the caller checks) a step whose left entry is zero is skipped and the
-    sum starts from +0: the skipped product is an exact zero and adding an exact zero, like starting from +0 (0 +
-    p = p for every format value p), changes nothing but, possibly, the sign of a zero sum (see
-    `StrictArithmetic.matmul` for why that sign is free). Without it every step runs as defined (an infinite
-    operand times zero is NaN).
+    The inner loop runs along whichever of the output's two axes is longer, a stretch at a time
+    (`_along_columns`, `_along_rows`): every output entry still adds its products in index order, and l r = r l
+    exactly, so which factor a step holds fixed changes nothing. With `skip_zeros` (every operand finite, the
+    caller checks) a step whose fixed factor is zero is skipped and the sum starts from +0: the skipped product is
+    an exact zero and adding an exact zero, like starting from +0 (0 + p = p for every format value p), changes
+    nothing but, possibly, the sign of a zero sum (see `StrictArithmetic.matmul` for why that sign is free).
+    Without it every step runs as defined (an infinite operand times zero is NaN).
     """
+    if right.shape[2] >= left.shape[1]:
+        return _along_columns(left, right, parameters, skip_zeros)
+    return _along_rows(left, right, parameters, skip_zeros)
+
+
+@njit(cache=True)
+def _along_columns(left, right, parameters, skip_zeros):
+    """`ordered_matmul` with the inner loop along a row of the output: left[b, i, k] fixed, right[b, k, stretch]
+    streamed."""
     batches, rows, depth = left.shape
     columns = right.shape[2]
     out = np.empty((batches, rows, columns))
@@ -181,4 +191,50 @@ def ordered_matmul(left, right, parameters, skip_zeros):
                         return out, False
                 if not inside:
                     return out, False
+    return out, True
+
+
+@njit(cache=True)
+def _along_rows(left, right, parameters, skip_zeros):
+    """`ordered_matmul` with the inner loop down a column of the output: right[b, k, j] fixed, a stretch of
+    left[b, :, k] streamed, from a transposed copy of the stretch's rows of left (in cache) so that it is read
+    contiguously; the stretch's sums for every column are written back at the end."""
+    batches, rows, depth = left.shape
+    columns = right.shape[2]
+    out = np.empty((batches, rows, columns))
+    stretch = min(rows, ROW_STRETCH)
+    block = np.empty((depth, stretch))
+    totals = np.empty((columns, stretch))
+    for b in range(batches):
+        rb = 0 if right.shape[0] == 1 else b
+        for start in range(0, rows, stretch):
+            count = min(rows, start + stretch) - start
+            for i in range(count):
+                for k in range(depth):
+                    block[k, i] = left[b, start + i, k]
+            inside = True
+            for j in range(columns):
+                total = totals[j]
+                first = 0
+                if skip_zeros:
+                    total[:count] = 0.0
+                else:
+                    scalar = right[rb, 0, j]
+                    for i in range(count):
+                        total[i], fits = _rounded(block[0, i] * scalar, parameters)
+                        inside &= fits
+                    first = 1
+                for k in range(first, depth):
+                    scalar = right[rb, k, j]
+                    if skip_zeros and scalar == 0.0:
+                        continue
+                    for i in range(count):
+                        product, fits = _rounded(block[k, i] * scalar, parameters)
+                        total[i], fits_too = _rounded(total[i] + product, parameters)
+                        inside &= fits & fits_too
+                if not inside:
+                    return out, False
+            for i in range(count):
+                for j in range(columns):
+                    out[b, start + i, j] = totals[j, i]
     return out, True

@@ -45,7 +45,7 @@ import numpy as np
 from witness.arith.base import Arithmetic
 from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, parse_format
 from witness.arith.kernels import (NO_ROUNDING, ROUND_FIXED, ROUND_FLOAT, float_parameters, matmul_parameters,
-                                   ordered_matmul)
+                                   ordered_matmul, round_fixed_array)
 from witness.errors import OverflowInFormat, ParameterError
 
 SEMANTICS = ("strict", "theory", "mixed")
@@ -154,12 +154,11 @@ class StrictArithmetic(_Rounded):
         loop meets a value out of its range: to name the offending entry as every other operation's error does, or
         to pass a masked score through).
 
-        The result is computed along whichever of the output's two axes is longer (c = a b as c^T = b^T a^T when
-        a has more rows than b has columns: the same products, since x y = y x exactly, added in the same order),
-        so that the loop's inner stretch is long. When every operand is finite, steps whose left factor is zero
-        are skipped (constructions have sparse weights and one-hot activations): that may give a zero sum the
-        other sign; a signed zero is equal to the other one in every comparison, every later sum with a nonzero
-        term, and exp, and the executor divides only by sums of exps.
+        The loop runs along whichever of the output's two axes is longer (the same products, since x y = y x
+        exactly, added in the same order), so that its inner stretch is long. When every operand is finite, steps
+        whose fixed factor is zero are skipped (constructions have sparse weights and one-hot activations): that
+        may give a zero sum the other sign; a signed zero is equal to the other one in every comparison,
+        every later sum with a nonzero term, and exp, and the executor divides only by sums of exps.
         """
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         depth = a.shape[-1]
@@ -174,10 +173,7 @@ class StrictArithmetic(_Rounded):
         else:
             left = np.broadcast_to(a, batch + (rows, depth)).reshape(-1, rows, depth)
             right = np.broadcast_to(b, batch + (depth, columns)).reshape(-1, depth, columns)
-        transposed = left.shape[1] > columns
-        if transposed:
-            left, right = np.swapaxes(right, 1, 2), np.swapaxes(left, 1, 2)
-        left, right = np.require(left, requirements="CW"), np.require(right, requirements="CW")  # one compiled type
+        left, right = np.ascontiguousarray(left), np.ascontiguousarray(right)
         fmt = self.operations_format
         if isinstance(fmt, Fixed):
             parameters = matmul_parameters(ROUND_FIXED, fixed_format=(2.0 ** fmt.fraction,
@@ -189,8 +185,6 @@ class StrictArithmetic(_Rounded):
         result, inside = ordered_matmul(left, right, parameters, finite)
         if not inside:
             return self._accumulate(a, b)  # raises OverflowInFormat naming the first offending entry, or passes -inf
-        if transposed:
-            result = np.swapaxes(result, 1, 2)
         return result.reshape(batch + (rows, columns))
 
     def _accumulate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -292,7 +286,9 @@ def _round_rational(q: Fraction, fmt: Float | Fixed) -> float:
 def _nearest(values: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
     """Round to nearest even onto `fmt`; for fixed formats without the range check (the caller checks once)."""
     if isinstance(fmt, Fixed):
-        return np.rint(values * 2.0 ** fmt.fraction) * 2.0 ** -fmt.fraction  # scaling by powers of two is exact
+        rounded = np.empty(values.shape)
+        round_fixed_array(values.reshape(-1), rounded.reshape(-1), 2.0 ** fmt.fraction, math.inf)  # no range
+        return rounded
     return fmt.round(values)
 
 
