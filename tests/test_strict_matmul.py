@@ -214,13 +214,17 @@ def test_the_compiled_fixed_matmul_is_the_rational_one(shapes):
 
 @pytest.mark.parametrize("fmt", [FP16, Fixed(4, 4)], ids=str)
 def test_an_output_axis_longer_than_the_loops_stretch_is_computed_everywhere(fmt):
-    from witness.arith.kernels import STRETCH
+    from witness.arith.kernels import ROW_STRETCH, STRETCH
     rng = np.random.default_rng(7)
-    shape = (2 * STRETCH + 3, 2)  # more rows than columns: the stretch runs along the rows
+    shape = (2 * max(STRETCH, ROW_STRETCH) + 3, 2)
     a = format_values(fmt, rng, shape, -4, 4) if isinstance(fmt, Float) else rng.integers(-12, 12, shape) / 16
     b = np.array([[0.3125], [-0.6875]])
     strict = arithmetic(fmt, "strict")
+    # [long, 1]: the loop runs down the column; [1, long]: along the row (another factor, so that the second result
+    # cannot be the first one's freed memory read back)
     assert same_bits_but_zero_signs(strict.matmul(a, b), reference_matmul(fmt, a, b))
+    c = np.array([[0.4375, -0.8125]])
+    assert same_bits_but_zero_signs(strict.matmul(c, a.T), reference_matmul(fmt, c, a.T))
 
 
 def test_a_fixed_overflow_midway_names_the_entry_the_plain_loop_names():

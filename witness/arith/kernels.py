@@ -155,6 +155,33 @@ def ordered_matmul(left, right, parameters, skip_zeros):
     return _along_rows(left, right, parameters, skip_zeros)
 
 
+@njit(inline="always")
+def _ordered_sum(total, scalars, rows, offset, count, parameters, skip_zeros):
+    """total[:count] = the sum over k of scalars[k] * rows[k, offset:offset + count], in index order with a rounding after every
+    multiply and every add (the first product rounded alone), `skip_zeros` as in `ordered_matmul`; whether every
+    rounding stayed in range (it stops at the first step that did not)."""
+    inside = True
+    first = 0
+    if skip_zeros:
+        total[:count] = 0.0
+    else:
+        for j in range(count):
+            total[j], fits = _rounded(scalars[0] * rows[0, offset + j], parameters)
+            inside &= fits
+        first = 1
+    for k in range(first, scalars.size):
+        scalar = scalars[k]
+        if skip_zeros and scalar == 0.0:
+            continue
+        for j in range(count):
+            product, fits = _rounded(scalar * rows[k, offset + j], parameters)
+            total[j], fits_too = _rounded(total[j] + product, parameters)
+            inside &= fits & fits_too
+        if not inside:
+            return False
+    return inside
+
+
 @njit(cache=True)
 def _along_columns(left, right, parameters, skip_zeros):
     """`ordered_matmul` with the inner loop along a row of the output: left[b, i, k] fixed, right[b, k, stretch]
@@ -167,29 +194,8 @@ def _along_columns(left, right, parameters, skip_zeros):
         for i in range(rows):
             for start in range(0, columns, STRETCH):
                 stop = min(columns, start + STRETCH)
-                total = out[b, i, start:stop]
-                inside = True
-                first = 0
-                if skip_zeros:
-                    total[:] = 0.0
-                else:
-                    scalar, row = left[b, i, 0], right[rb, 0, start:stop]
-                    for j in range(stop - start):
-                        total[j], fits = _rounded(scalar * row[j], parameters)
-                        inside &= fits
-                    first = 1
-                for k in range(first, depth):
-                    scalar = left[b, i, k]
-                    if skip_zeros and scalar == 0.0:
-                        continue
-                    row = right[rb, k, start:stop]
-                    for j in range(stop - start):
-                        product, fits = _rounded(scalar * row[j], parameters)
-                        total[j], fits_too = _rounded(total[j] + product, parameters)
-                        inside &= fits & fits_too
-                    if not inside:
-                        return out, False
-                if not inside:
+                if not _ordered_sum(out[b, i, start:stop], left[b, i], right[rb], start, stop - start, parameters,
+                                    skip_zeros):
                     return out, False
     return out, True
 
@@ -212,27 +218,8 @@ def _along_rows(left, right, parameters, skip_zeros):
             for i in range(count):
                 for k in range(depth):
                     block[k, i] = left[b, start + i, k]
-            inside = True
             for j in range(columns):
-                total = totals[j]
-                first = 0
-                if skip_zeros:
-                    total[:count] = 0.0
-                else:
-                    scalar = right[rb, 0, j]
-                    for i in range(count):
-                        total[i], fits = _rounded(block[0, i] * scalar, parameters)
-                        inside &= fits
-                    first = 1
-                for k in range(first, depth):
-                    scalar = right[rb, k, j]
-                    if skip_zeros and scalar == 0.0:
-                        continue
-                    for i in range(count):
-                        product, fits = _rounded(block[k, i] * scalar, parameters)
-                        total[i], fits_too = _rounded(total[i] + product, parameters)
-                        inside &= fits & fits_too
-                if not inside:
+                if not _ordered_sum(totals[j], right[rb, :, j], block, 0, count, parameters, skip_zeros):
                     return out, False
             for i in range(count):
                 for j in range(columns):
