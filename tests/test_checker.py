@@ -195,6 +195,82 @@ def test_malformed_certificates_are_refused_in_one_line(forge):
     assert "\n" not in str(refusal.value)
 
 
+def parametric_forgery(L, m, n, edit):
+    """A parametric certificate whose description `edit` changed, re-hashed and re-proved as a forger would."""
+    genuine = certify(Construction(L, m, n), arithmetic("fp16", "theory")).detail["certificate"]
+    claim = json.loads(json.dumps(genuine["claim"]))
+    description = claim["network"]["description"]
+    edit(description)
+    claim["network"]["sha256"] = checker.description_fingerprint(description)
+    return {**genuine, "claim": claim}
+
+
+def rules_of(description, kind, name):
+    return next(entry["rules"] for entry in description[kind] if entry["class"] == name)
+
+
+def test_a_constant_that_the_format_rounds_onto_another_class_is_refused():
+    """The forger gives z0 the type constant 32768 and the z1 keys 32760, which fp16 rounds to 32768: the stored
+    network ties z0 with every z1 key and answers wrong, while a proof on the unrounded constants would see a gap of
+    32 and confirm it. The checker refuses the constant the format cannot hold."""
+    def edit(description):
+        for rule in rules_of(description, "positions", "z0"):
+            if rule["group"] == "type:z0":
+                rule["constant"] = 32768.0
+        rules_of(description, "positions", "z1").append({"group": "type:z0", "source": "constant", "constant": 32760.0})
+
+    forged = parametric_forgery(1, 8, (), edit)
+    with pytest.raises(checker.Refused, match="not exact in fp16"):
+        checker.check(forged)
+    task = witness.Composition(L=1, m=8)
+    network = witness.compile("composition", L=1, m=8)
+    stored = network.with_arrays(parametric.materialise(forged["claim"]["network"]["description"],
+                                                        CheckerComposition(1, 8, ())))
+    tokens = task.random_tokens(seed=0, count=200)
+    predictions = witness.execute.run(stored, tokens, arithmetic("fp16", "theory")).predictions[:, 0]
+    wrong = predictions != task.answers(tokens)
+    assert wrong.sum() > 50  # the forged network really is wrong
+
+
+def test_a_position_embedding_holding_a_query_digit_is_refused():
+    """A position embedding cannot depend on the query token, so a description whose read position carries the
+    digit w_1 means no network at all; the proof on it went through before the checker asked what a class can hold."""
+    def edit(description):
+        digit = rules_of(description, "tokens", "query").pop()
+        assert digit["source"] == "digit"
+        rules_of(description, "positions", "w").append(digit)
+
+    with pytest.raises(checker.Refused, match="cannot hold a digit code"):
+        checker.check(parametric_forgery(2, 2, (2,), edit))
+
+
+@pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),
+                                              (True, "not a float64"), ("1", "not a float64")])
+def test_description_constants_that_are_no_float64_are_refused_in_one_line(constant, reason):
+    def edit(description):
+        rules = rules_of(description, "positions", "z0")
+        next(rule for rule in rules if rule["source"] == "constant")["constant"] = constant
+
+    with pytest.raises(checker.Refused, match=reason) as refusal:
+        checker.check(parametric_forgery(1, 8, (), edit))
+    assert "\n" not in str(refusal.value)
+
+
+def test_a_certificate_with_a_repeated_key_is_refused(tmp_path):
+    """With a key twice, a first-wins reader and a last-wins reader read different claims."""
+    network = witness.compile("composition", L=1, m=5)
+    text = json.dumps(certificate_of(network, "fp16", "theory"))
+    path = tmp_path / "repeated.json"
+    path.write_text(text.replace('"format": "fp16"', '"format": "float:1,2", "format": "fp16"', 1))
+    with pytest.raises(checker.Refused, match="repeats the key"):
+        checker.load_certificate(path)
+
+
+def test_format_digits_outside_ascii_are_refused():
+    with pytest.raises(checker.Refused, match="unknown format"):
+        parse_format("float:\u0661\u0660,\u0665")
+
+
 def numeric_fields(node, path=()):
     """Every number in a certificate (JSON numbers, and exact ones written as strings) with its path."""
     if isinstance(node, dict):

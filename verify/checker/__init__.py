@@ -105,7 +105,7 @@ def check(cert: dict, weights: Weights | None = None) -> dict[str, Any]:
         derived = json.loads(json.dumps(prove(claim, weights)))
     except Refused:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise Refused(f"malformed certificate or network ({type(exc).__name__}: {exc})") from None
     difference = _first_difference(cert["proof"], derived, "proof")
     require(difference is None, f"{difference}: the listed proof differs from what the checker derives")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +103,7 @@ def load_weights(path) -> Weights:
             raw = arrays.pop(HEADER_KEY, None)
             raw = None if raw is None else raw.tobytes().decode("utf-8")
         require(raw is not None, f"{path}: no {HEADER_KEY} entry")
-        header = json.loads(raw)
+        header = json.loads(raw, object_pairs_hook=_unique_keys)
     except Refused:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError,
@@ -111,10 +112,18 @@ def load_weights(path) -> Weights:
     return weights_from_parts(arrays, header, str(path))
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are unique: with a key twice, one reader would take the first, another the last, and
+    the two would read different claims."""
+    repeated = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+    require(not repeated, f"a JSON object repeats the key(s) {repeated}")
+    return dict(pairs)
+
+
 def load_certificate(path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
-            certificate = json.load(handle)
+            certificate = json.load(handle, object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

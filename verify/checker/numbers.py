@@ -231,7 +231,7 @@ def parse_format(spec) -> Format:
         return Format("float", mantissa=presets[spec][0], exponent=presets[spec][1])
     kind, _, rest = spec.partition(":")
     parts = rest.split(",")
-    require(kind in ("float", "fixed") and len(parts) == 2 and all(p.isdigit() for p in parts),
+    require(kind in ("float", "fixed") and len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts),
             f"unknown format {spec!r}")
     a, b = int(parts[0]), int(parts[1])
     if kind == "float":

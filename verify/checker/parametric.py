@@ -40,6 +40,7 @@ The proof, under `theory` (exact inside a block; embedding, head outputs, block 
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 
 import gmpy2
@@ -53,6 +54,10 @@ from verify.checker.tasks import Composition
 
 PRECISION = 256
 SOURCES = ("constant", "value", "digit", "address_low", "address_high")
+TABLE_SOURCES = ("constant", "address_low", "address_high")  # z_1 .. z_L
+POSITION_SOURCES = {"z0": ("constant",), "w": ("constant",)}
+TOKEN_SOURCES = {"value": ("constant", "value"), "query": ("constant", "digit")}
+LARGEST_FLOAT64 = sys.float_info.max
 
 
 # -- the description ------------------------------------------------------------------------------------------
@@ -126,8 +131,15 @@ class Description:
                     and start + width <= self.d_model, f"group {name} is out of bounds")
             self.groups[name] = (start, width)
         self.used = {raw["readout"]["group"]}
-        self.positions = {entry["class"]: self._rules(entry["rules"]) for entry in raw["positions"]}
-        self.tokens = {entry["class"]: self._rules(entry["rules"]) for entry in raw["tokens"]}
+        self.fmt = fmt
+        # What each class can hold: a position embedding depends on the position only, so a table segment holds
+        # constants and its entry's address codes, z0 and the read position w constants; a token embedding
+        # depends on the token only, so a value token holds constants and its value's code, the query token
+        # constants and its digits' codes. Anything else describes no network.
+        self.positions = {entry["class"]: self._rules(entry["rules"], POSITION_SOURCES.get(entry["class"], TABLE_SOURCES))
+                          for entry in raw["positions"]}
+        self.tokens = {entry["class"]: self._rules(entry["rules"], TOKEN_SOURCES.get(entry["class"], ()))
+                       for entry in raw["tokens"]}
         require(set(self.positions) == {s.name for s in task.segments}, "the position classes are not the segments "
                                                                          "z_L .. z_1, z0, w")
         require(set(self.tokens) == {"value", "query"}, "the token classes are `value` and `query`")
@@ -149,11 +161,12 @@ class Description:
         require(set(raw) == {"d_model", "d_head", "groups", "positions", "tokens", "layers", "readout"},
                 "a description holds d_model, d_head, groups, positions, tokens, layers and readout")
 
-    def _rules(self, rules) -> list[dict]:
+    def _rules(self, rules, allowed: tuple[str, ...]) -> list[dict]:
         out = []
         for rule in rules:
             source = rule.get("source")
             require(source in SOURCES and rule.get("group") in self.groups, f"malformed rule {rule}")
+            require(source in allowed, f"rule {rule}: this class's embedding cannot hold a {source} code")
             fields = {"constant": {"constant"}, "digit": {"width", "digit"}}.get(source, {"width"})
             require(set(rule) == {"group", "source"} | fields, f"a {source} rule has the fields group, source and "
                                                                f"{', '.join(sorted(fields))}: {rule}")
@@ -161,8 +174,17 @@ class Description:
             require(isinstance(width, int) and 0 <= width <= self.groups[rule["group"]][1],
                     f"rule {rule} is wider than its group")
             require(source != "digit" or rule["digit"] in range(1, self.task.L), f"rule {rule} names no query digit")
+            constant = rule.get("constant", 0.0)
+            require(isinstance(constant, (int, float)) and not isinstance(constant, bool)
+                    and abs(constant) <= LARGEST_FLOAT64 and float(constant) == constant,
+                    f"rule {rule}: the constant is not a float64")
+            # The network stores its embedding in the format, so the keys would see the constant rounded: a
+            # constant that rounds onto another class's could tie their scores while this proof saw them apart.
+            # The proof reasons about the constant itself, so it must be a value of the format.
+            require(self.fmt is None or self.fmt.round(Fraction(constant)) == constant,
+                    f"rule {rule}: the constant is not exact in {self.fmt.name if self.fmt else ''}")
             out.append({"group": rule["group"], "source": source, "width": width,
-                        "constant": float(rule.get("constant", 0.0)), "digit": rule.get("digit", 0)})
+                        "constant": float(constant), "digit": rule.get("digit", 0)})
             self.used.add(rule["group"])
         return out
 
@@ -263,9 +285,6 @@ def prove(raw: dict, task: Composition, fmt: Format) -> dict:
     for direction, entry in d.directions(d.tokens["query"]).items():
         require(direction not in state, "the query token and the read position write one direction")
         state[direction] = entry
-    for direction, entry in state.items():
-        if entry[0] == "const":
-            require(fmt.round(entry[1]) == entry[1], "the read position's embedding is not exact in the format")
     layers = []
     for l in range(task.L + 1):
         entry, state = _layer(d, fmt, l, state, writes)
