@@ -40,7 +40,7 @@ import numpy as np
 
 from verify.checker.files import Weights
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, down, exp_upper, lower_float, number, up
+from verify.checker.numbers import Format, down, exp_upper, lower_float, number, up, upper_float
 from verify.checker.products import affine, exact_matmul, strict_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -270,9 +270,12 @@ class _Proof:
         pi = weights.min()
         # an off-target key may be at any position of the prompt
         other_lo, other_hi = hull_lo[segment_of].min(axis=0), hull_hi[segment_of].max(axis=0)
-        rest = 1 - pi  # exact: pi lies in (0, 1] and is a float64
-        mixed_lo = down(down(pi * target_values) + down(rest * other_lo))
-        mixed_hi = up(up(pi * target_values) + up(rest * other_hi))
+        # 1 - pi in float64 is exact only for pi >= 1/2 (Sterbenz), so it is enclosed: (1 - pi) lo lies between
+        # rest_low lo and rest_high lo whatever lo's sign, and each product is rounded to nearest, hence down/up.
+        rest = 1 - Fraction(pi)
+        rest_low, rest_high = lower_float(rest), upper_float(rest)
+        mixed_lo = down(down(pi * target_values) + down(np.minimum(rest_low * other_lo, rest_high * other_lo)))
+        mixed_hi = up(up(pi * target_values) + up(np.maximum(rest_low * other_hi, rest_high * other_hi)))
         return weights, np.minimum(target_values, mixed_lo), np.maximum(target_values, mixed_hi)
 
     def _strict_mix(self, p, scores, top, target, target_values, hull_lo, hull_hi, segment_of):
