@@ -142,7 +142,7 @@ def test_a_trained_probe_counts_only_where_its_control_learned():
     def probe(L, name, failing, tried, control=False, weights="trained"):
         return {"stage": "probe", "L": L, "task": "composition", "name": name, "weights": weights,
                 "architecture": f"arch {name}", "control": control, "failing": failing, "tried": tried,
-                "evidence": "counted"}
+                "format": "float:2,5", "evidence": "counted"}
 
     rows = [probe(1, "control1", 2, 200, control=True), probe(1, "hybrid1", 150, 200),
             probe(2, "control2", 100, 200, control=True), probe(2, "hybrid2", 190, 200),
@@ -151,5 +151,6 @@ def test_a_trained_probe_counts_only_where_its_control_learned():
     assert judged["hybrid1"]["control_learned"] and "counts as evidence" in judged["hybrid1"]["evidence"]
     assert "not that none exists" in judged["hybrid1"]["evidence"]
     assert not judged["hybrid2"]["control_learned"] and "no evidence" in judged["hybrid2"]["evidence"]
+    assert "failed 100 of 200 inputs at float:2,5" in judged["hybrid2"]["evidence"]
     assert judged["random2"]["evidence"] == "counted"  # random weights are judged by their own words
     assert "no trained control" in judged["hybrid3"]["evidence"]

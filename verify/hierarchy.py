@@ -280,11 +280,12 @@ def judge_against_controls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         rate = control["failing"] / max(1, control["tried"])
         learned = rate <= CONTROL_FAILING
-        verdict = (f"the trained control ({control['architecture']}) failed {control['failing']} of "
-                   f"{control['tried']} inputs, so it learned: this row counts as evidence that training did not "
-                   "find a solution for this architecture at this budget (not that none exists)") if learned else \
-            (f"the trained control ({control['architecture']}) failed {control['failing']} of {control['tried']} "
-             "inputs: it did not learn either, so this row is no evidence about the architecture")
+        failed = (f"the trained control ({control['architecture']}) failed {control['failing']} of "
+                  f"{control['tried']} inputs at {control['format']}")
+        verdict = (failed + ", so it learned: this row counts as evidence that training did not find a solution "
+                   "for this architecture at this budget (not that none exists)") if learned else \
+            (failed + ": the control did not learn the task at this format either, so this row is no evidence "
+             "about the architecture")
         judged.append({**row, "control_learned": learned, "evidence": row["evidence"] + "; " + verdict})
     return judged
 
