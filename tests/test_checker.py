@@ -244,6 +244,15 @@ def test_a_position_embedding_holding_a_query_digit_is_refused():
         checker.check(parametric_forgery(2, 2, (2,), edit))
 
 
+def test_a_class_listed_twice_is_refused():
+    """Two rule lists for one class: which one the network has would depend on the reader."""
+    def edit(description):
+        description["positions"].append({"class": "z1", "rules": []})
+
+    with pytest.raises(checker.Refused, match="listed twice"):
+        checker.check(parametric_forgery(1, 8, (), edit))
+
+
 @pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),
                                               (True, "not a float64"), ("1", "not a float64")])
 def test_description_constants_that_are_no_float64_are_refused_in_one_line(constant, reason):

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

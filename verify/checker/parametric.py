@@ -140,6 +140,8 @@ class Description:
                           for entry in raw["positions"]}
         self.tokens = {entry["class"]: self._rules(entry["rules"], TOKEN_SOURCES.get(entry["class"], ()))
                        for entry in raw["tokens"]}
+        require(len(self.positions) == len(raw["positions"]) and len(self.tokens) == len(raw["tokens"]),
+                "a class is listed twice")
         require(set(self.positions) == {s.name for s in task.segments}, "the position classes are not the segments "
                                                                          "z_L .. z_1, z0, w")
         require(set(self.tokens) == {"value", "query"}, "the token classes are `value` and `query`")
@@ -181,8 +183,9 @@ class Description:
             # The network stores its embedding in the format, so the keys would see the constant rounded: a
             # constant that rounds onto another class's could tie their scores while this proof saw them apart.
             # The proof reasons about the constant itself, so it must be a value of the format.
-            require(self.fmt is None or self.fmt.round(Fraction(constant)) == constant,
-                    f"rule {rule}: the constant is not exact in {self.fmt.name if self.fmt else ''}")
+            if self.fmt is not None:
+                require(self.fmt.round(Fraction(constant)) == constant,
+                        f"rule {rule}: the constant is not exact in {self.fmt.name}")
             out.append({"group": rule["group"], "source": source, "width": width,
                         "constant": float(constant), "digit": rule.get("digit", 0)})
             self.used.add(rule["group"])
