@@ -136,7 +136,8 @@ class Description:
         # constants and its entry's address codes, z0 and the read position w constants; a token embedding
         # depends on the token only, so a value token holds constants and its value's code, the query token
         # constants and its digits' codes. Anything else describes no network.
-        self.positions = {entry["class"]: self._rules(entry["rules"], POSITION_SOURCES.get(entry["class"], TABLE_SOURCES))
+        self.positions = {entry["class"]: self._rules(entry["rules"],
+                                                      POSITION_SOURCES.get(entry["class"], TABLE_SOURCES))
                           for entry in raw["positions"]}
         self.tokens = {entry["class"]: self._rules(entry["rules"], TOKEN_SOURCES.get(entry["class"], ()))
                        for entry in raw["tokens"]}

@@ -147,12 +147,10 @@ class Fixed:
         One compiled pass (`witness.arith.kernels.round_fixed`)."""
         x = np.asarray(values, dtype=np.float64)
         rounded = np.empty(x.shape)
-        if not round_fixed_array(x.reshape(-1), rounded.reshape(-1), 2.0 ** self.fraction,
-                                 2.0 ** (self.integer + self.fraction)):
-            with np.errstate(invalid="ignore", over="ignore"):
-                steps = np.rint(x * 2.0 ** self.fraction)
-            limit = 2.0 ** (self.integer + self.fraction)
-            index = tuple(int(i) for i in np.argwhere(~((steps >= -limit) & (steps <= limit - 1)))[0])
+        first = round_fixed_array(x.reshape(-1), rounded.reshape(-1), 2.0 ** self.fraction,
+                                  2.0 ** (self.integer + self.fraction))
+        if first >= 0:
+            index = tuple(int(i) for i in np.unravel_index(first, x.shape))
             raise OverflowInFormat(
                 f"{self.name} overflow in {operation} at index {index} of shape {list(x.shape)}: value "
                 f"{float(x[index])!r} is outside [{self.lowest!r}, {self.highest!r}]")

@@ -101,13 +101,18 @@ def round_float_array(x, out, shift, lowest, highest, max_finite):
 
 @njit(cache=True)
 def round_fixed_array(x, out, scale, limit):
-    """out[i] = round_fixed(x[i]) for flat arrays; whether every entry is in range."""
+    """out[i] = round_fixed(x[i]) for flat arrays; the index of the first entry out of range, or -1 (found by a
+    second pass only when some entry is, so that the rounding pass stays branch-free)."""
     inside = True
     for i in range(x.size):
         value, fits = round_fixed(x[i], scale, limit)
         out[i] = value
         inside &= fits
-    return inside
+    if not inside:
+        for i in range(x.size):
+            if not round_fixed(x[i], scale, limit)[1]:
+                return i
+    return -1
 
 
 #: How `ordered_matmul` rounds: onto a float format (`round_float`), onto a fixed one (`round_fixed`), or not at
@@ -157,9 +162,9 @@ def ordered_matmul(left, right, parameters, skip_zeros):
 
 @njit(inline="always")
 def _ordered_sum(total, scalars, rows, offset, count, parameters, skip_zeros):
-    """total[:count] = the sum over k of scalars[k] * rows[k, offset:offset + count], in index order with a rounding after every
-    multiply and every add (the first product rounded alone), `skip_zeros` as in `ordered_matmul`; whether every
-    rounding stayed in range (it stops at the first step that did not)."""
+    """total[:count] = the sum over k of scalars[k] * rows[k, offset:offset + count], in index order with a
+    rounding after every multiply and every add (the first product rounded alone), `skip_zeros` as in
+    `ordered_matmul`; whether every rounding stayed in range (it stops at the first step that did not)."""
     inside = True
     first = 0
     if skip_zeros:
