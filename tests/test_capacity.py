@@ -17,7 +17,7 @@ SPEC = capacity.CapacitySpec(L=1, sizes=(4, 16), H=1, d_head=2, d_model=8, seeds
 
 def row(size, architecture, seed, accuracy, state_bits):
     return {"size": size, "architecture": architecture, "seed": seed, "accuracy": accuracy,
-            "accuracy_fp64": accuracy, "table_bits": size * math.log2(size),
+            "accuracy_fp64": accuracy, "hop_weight": 0.0, "table_bits": size * math.log2(size),
             "budget": {"H": 1, "d": 8, "p": 16, "Hdp": 128, "state_bits": state_bits}}
 
 
@@ -71,3 +71,16 @@ def test_a_tiny_curve_end_to_end(tmp_path):
     assert {r["architecture"] for r in curve["rows"]} == {"control", "1 full", "0 full + deltanet"}
     assert all(r["steps"] == 3 and r["eval_inputs"] == 32 for r in curve["rows"])
     assert (out / "capacity.png").stat().st_size > 0 and "N·log2 N / C" in (out / "capacity.md").read_text()
+    assert "no hop targets" in (out / "capacity.md").read_text()
+
+
+def test_an_L2_curve_trains_with_the_hop_weight_it_is_given_and_says_so(tmp_path):
+    out = tmp_path / "cap2"
+    argv = ["capacity", "--L", "2", "--sizes", "4", "--seeds", "1", "--steps", "2", "--H", "1", "--d-head", "2",
+            "--d-model", "8", "--mixers", "rnn", "--eval-inputs", "16", "--hop-weight", "0.5", "--out", str(out),
+            "--quiet"]
+    assert main(argv) == 0
+    curve = json.loads((out / "capacity.json").read_text())
+    assert {r["hop_weight"] for r in curve["rows"]} == {0.5}
+    assert "hop targets (each intermediate hop read out after its layer) of weight 0.5" in (
+        out / "capacity.md").read_text()

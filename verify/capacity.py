@@ -121,7 +121,7 @@ def point_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"size": job["size"], "architecture": job["architecture"], "seed": job["seed"],
             "params": task.params(), "layers": [spec_.mixer for spec_ in architecture.layers],
             "accuracy": train.accuracy(network, tokens, arithmetic(fmt, spec.semantics)),
-            "accuracy_fp64": report.accuracy,
+            "accuracy_fp64": report.accuracy, "hop_weight": report.hop_weight,
             "eval_inputs": spec.eval_inputs, "steps": report.steps, "final_loss": report.final_loss,
             "seconds": round(report.seconds, 2), "table_bits": table * math.log2(table),
             "budget": cost.as_dict()}
@@ -196,6 +196,14 @@ def row_text(entry: dict[str, Any], ratio: str) -> str:
             f"({entry['min']:.3f}–{entry['max']:.3f}) | {entry['mean_fp64']:.3f} | {standing(entry)} |")
 
 
+def _hop_targets(rows: list[dict[str, Any]]) -> str:
+    """The intermediate-hop loss the rows trained with, in words (the trainer's default applies where L >= 2)."""
+    weights = sorted({row["hop_weight"] for row in rows})
+    if weights == [0]:
+        return "no hop targets"
+    return "hop targets (each intermediate hop read out after its layer) of weight " + ", ".join(f"{w:g}" for w in weights)
+
+
 def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     spec = CapacitySpec(**curve["spec"])
     hybrids = {entry["architecture"]: entry["state_bits"] for entry in curve["summary"] if entry["state_bits"]}
@@ -203,7 +211,8 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
              f"Budget: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, evaluated at {spec.format} "
              f"({spec.semantics} semantics: every operation rounded to the format, round to nearest even). "
              f"Protocol: `witness.train.train` from seeded random initialisations, exactly {spec.steps} steps, "
-             f"peak lr {spec.lr:g}, seeds {list(spec.seeds)}; accuracy = fraction of {spec.eval_inputs} held-out "
+             f"peak lr {spec.lr:g}, {_hop_targets(curve['rows'])}, seeds {list(spec.seeds)}; accuracy = fraction "
+             f"of {spec.eval_inputs} held-out "
              f"inputs whose unique argmax at the read position is the answer, run by the executor at "
              f"{spec.format}. C, the state bits that cross the boundary ({spec.linear_per_gap} recurrent layer(s) "
              "per gap): " + ", ".join(f"{name} {bits}" for name, bits in hybrids.items()) + "; the control and the "

@@ -601,9 +601,7 @@ def add_train_options(cmd: argparse.ArgumentParser) -> None:
                      help="first train steps/4 steps at each of these and keep the best on a validation stream")
     cmd.add_argument("--batch-size", type=int, default=64)
     cmd.add_argument("--warmup", type=int, help="warm-up steps (default steps / 20)")
-    cmd.add_argument("--hop-weight", type=float,
-                     help="weight of the intermediate-hop targets (composition, L >= 2; default "
-                          "witness.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
+    add_hop_weight_option(cmd)
     cmd.add_argument("-o", "--output", required=True, help="where to write the trained network")
 
 
@@ -619,7 +617,7 @@ def cmd_capacity(args: argparse.Namespace, extra: list[str]) -> None:
                                  d_model=args.d_model, format=args.format, semantics=args.semantics,
                                  seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
                                  mixers=tuple(args.mixers), linear_per_gap=args.linear_per_gap,
-                                 eval_inputs=args.eval_inputs)
+                                 eval_inputs=args.eval_inputs, hop_weight=args.hop_weight)
     curve = capacity.capacity(spec, Engine(args.workers, args.scheduler))
     capacity.write(curve, out)
     _emit(args, curve, capacity.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
@@ -644,6 +642,12 @@ def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
                        f"p* = {summary['p']} ({summary['format']}, {summary['semantics']}); Hdp = {summary['Hdp']} <= "
                        f"{summary['theorem']['largest_Hdp']} = floor(n^(2^-{4 * args.L + 2})): covered\n"
                        f"wrote {out}/certificate.json, separation.json, separation.md")
+
+
+def add_hop_weight_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hop-weight", type=float,
+                        help="weight of the intermediate-hop targets (composition, L >= 2; default "
+                             "witness.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
 
 
 # -- hierarchy ----------------------------------------------------------------------------------------------
@@ -783,6 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--mixers", nargs="+", default=["deltanet", "gla"], help="recurrent mixers of the hybrids")
     cmd.add_argument("--linear-per-gap", type=int, default=1)
     cmd.add_argument("--eval-inputs", type=int, default=2048)
+    add_hop_weight_option(cmd)
     cmd.add_argument("--out", required=True, metavar="DIR")
     add_engine_options(cmd)
 
