@@ -253,6 +253,59 @@ def test_a_class_listed_twice_is_refused():
         checker.check(parametric_forgery(1, 8, (), edit))
 
 
+def test_a_target_weight_is_never_taken_as_one():
+    """pi = 1/(1 + off-target mass) is below 1 whenever the mass is positive. Computed as an MPFR quotient rounded
+    down, 1 + mass was rounded down first: under 2^-255 it became 1 and pi = 1, so the proof took the head output
+    to be v w_out exactly. The forger (an adversarial review) makes the mass ~e^-256 (W_Q 256), puts v w_out on an
+    fp16 tie, 3 (1 + 2^-10), which rounds to even (3.00390625), and lets the MLP write the code only there. The
+    true output is pi v w_out < the tie, which fp16 rounds down to 3.001953125, where the MLP writes 0."""
+    def edit(description):
+        first = description["layers"][0]
+        first["W_Q"] = [[0, 0, 1, 256.0]]
+        first["W_V"] = [[6, 0, 3, 3.0]]
+        first["W_O"] = [[0, 9, 3, 1.0 + 2.0 ** -10]]
+        first["W_in"] = [[9, 0, 3, 512.0], [9, 3, 3, 512.0], [9, 6, 3, -512.0], [9, 9, 3, -512.0],
+                         [9, 12, 3, 2.0], [9, 15, 3, -2.0]]
+        first["b_in"] = [[0, 3, -1537.0], [3, 3, -1538.0], [6, 3, -1537.0], [9, 3, -1538.0]]
+        first["W_out"] = [[0, 12, 3, 1.0], [3, 12, 3, -1.0], [6, 12, 3, -1.0], [9, 12, 3, 1.0],
+                          [12, 9, 3, -0.5], [15, 9, 3, 0.5]]
+        first["b_out"] = []
+        first["d_mlp"] = 18
+
+    tie = 3 * (1 + 2.0 ** -10)
+    assert np.float16(tie) == 3.00390625 and np.float16(np.nextafter(tie, 0)) == 3.001953125
+    forged = parametric_forgery(1, 8, (), edit)
+    with pytest.raises(checker.Refused, match="still depends on the fetched value"):
+        checker.prove(forged["claim"])
+    genuine = parametric_forgery(1, 8, (), lambda description: description["layers"][0].update(W_Q=[[0, 0, 1, 256.0]]))
+    weights = [entry["target_weight_at_least"] for entry in checker.prove(genuine["claim"])["layers"]]
+    assert weights[0] < 1
+
+
+def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_path):
+    """The executor runs a layer whose header omits `causal` as causal (the option's default); the checker read the
+    absence as false. A genuine bidirectional 2-Sum file with only that entry deleted, re-hashed and re-proved, was
+    confirmed, and the executor answers it wrong."""
+    path = tmp_path / "two_sum.npz"
+    witness.io.save(witness.compile("two_sum", n=6, M=4, t=1, causal=False), path)
+    claim = {"task": "two_sum", "params": {"n": 6, "M": 4, "t": 1, "causal": False}, "format": "fp32",
+             "semantics": "strict"}
+    genuine = checker.load_weights(path)
+    assert checker.prove(dict(claim, network={"sha256": genuine.fingerprint()}), genuine)
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    head = json.loads(arrays.pop(witness.io.HEADER_KEY).tobytes())
+    del head["structure"]["layers"][0]["causal"]
+    np.savez(path, **arrays, **{witness.io.HEADER_KEY: np.frombuffer(json.dumps(head).encode(), np.uint8)})
+    forged = checker.load_weights(path)
+    with pytest.raises(checker.Refused, match="causal flag"):
+        checker.prove(dict(claim, network={"sha256": forged.fingerprint()}), forged)
+    task = witness.TwoSum(n=6, M=4, t=1, causal=False)
+    tokens = np.concatenate(list(task.enumerate_tokens()))
+    predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp32", "strict")).predictions
+    assert (predictions != task.answers(tokens)).any(axis=1).sum() > 1000  # the file really runs causal
+
+
 @pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),
                                               (True, "not a float64"), ("1", "not a float64")])
 def test_description_constants_that_are_no_float64_are_refused_in_one_line(constant, reason):

@@ -429,9 +429,10 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
             per_class.append({"class": c["segment"].name, "keys": _integer(count), "paired_bits": bits,
                               "multiplicity": _integer(multiplicity), "score_below_target": number(target["top"] - c["top"]),
                               "mass_at_most": _text(mass)})
-    with gmpy2.context(precision=PRECISION, round=gmpy2.RoundDown):
-        pi = gmpy2.mpfr(1) / (1 + total)
-    pi = lower_float(Fraction(*pi.as_integer_ratio()))
+    # pi >= 1 / (1 + total): divided exactly in rationals, then rounded down. (An MPFR quotient under RoundDown
+    # would round 1 + total down first: below 2^(1 - PRECISION) that is 1, and pi = 1 would claim the head output is
+    # the target's value exactly, which a forged MLP can place a rounding tie on.)
+    pi = lower_float(1 / (1 + Fraction(*total.as_integer_ratio())))
 
     fetched, new_state, writes_record = _fetch_and_mlp(d, fmt, l, state, writes, Fraction(pi))
     entry = {"layer": l, "beta": number(beta), "target_class": wanted, "target_score": number(target["top"]),

@@ -60,7 +60,9 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     spec = layers[0]
     require(spec.get("mixer") in ("attention", "block_sparse"), "the 2-Sum proof handles softmax and block-sparse "
                                                                 "attention")
-    require(bool(spec.get("causal")) == task.causal, "the attention's causality differs from the task's")
+    # The executor runs a layer without a `causal` entry as causal (the option's default), so absence is no "false".
+    require(isinstance(spec.get("causal"), bool) and spec["causal"] == task.causal,
+            f"the attention's causal flag ({spec.get('causal', 'absent')!r}) is not the task's ({task.causal})")
     require(structure.get("read") == "all", "the readout must read every position")
     w = {name: fmt.round_array(a, f"weight {name}") for name, a in weights.arrays.items()}
     n, M = task.n, task.M
@@ -105,7 +107,9 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     visible = np.tril(np.ones((n, n), bool)) if task.causal else np.ones((n, n), bool)
     counts = visible.sum(axis=1)
     if spec["mixer"] == "block_sparse":
-        block, kept = int(spec["block"]), int(spec["k"])
+        block, kept = spec.get("block"), spec.get("k")
+        require(type(block) is int and type(kept) is int and block >= 1 and kept >= 0,
+                f"the block-sparse layer's block ({block!r}) and k ({kept!r}) must be integers >= 1 and >= 0")
         record["block_choice"] = _block_choice(fmt, strict, q, k, partner, block, kept)
         start = np.arange(n) // block * block
         own = np.arange(n) - start + 1 if task.causal else np.minimum(start + block, n) - start
