@@ -282,6 +282,25 @@ def test_a_target_weight_is_never_taken_as_one():
     assert weights[0] < 1
 
 
+def file_parts(path):
+    """The arrays and the JSON header of a witness .npz file, as a forger edits them."""
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    return arrays, json.loads(arrays.pop(witness.io.HEADER_KEY).tobytes())
+
+
+def write_file(path, arrays, head):
+    head = {**head, "shapes": {name: list(a.shape) for name, a in arrays.items()},
+            "dtypes": {name: a.dtype.name for name, a in arrays.items()}}
+    np.savez(path, **arrays, **{witness.io.HEADER_KEY: np.frombuffer(json.dumps(head).encode(), np.uint8)})
+
+
+def reproved(path, claim):
+    """The forger's step: hash the edited file with the checker's own fingerprint and ask the checker for the proof."""
+    weights = checker.load_weights(path)
+    return checker.prove(dict(claim, network={"sha256": weights.fingerprint()}), weights)
+
+
 def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_path):
     """The executor runs a layer whose header omits `causal` as causal (the option's default); the checker read the
     absence as false. A genuine bidirectional 2-Sum file with only that entry deleted, re-hashed and re-proved, was
@@ -290,20 +309,53 @@ def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_p
     witness.io.save(witness.compile("two_sum", n=6, M=4, t=1, causal=False), path)
     claim = {"task": "two_sum", "params": {"n": 6, "M": 4, "t": 1, "causal": False}, "format": "fp32",
              "semantics": "strict"}
-    genuine = checker.load_weights(path)
-    assert checker.prove(dict(claim, network={"sha256": genuine.fingerprint()}), genuine)
-    with np.load(path, allow_pickle=False) as stored:
-        arrays = {name: stored[name] for name in stored.files}
-    head = json.loads(arrays.pop(witness.io.HEADER_KEY).tobytes())
+    assert reproved(path, claim)
+    arrays, head = file_parts(path)
     del head["structure"]["layers"][0]["causal"]
-    np.savez(path, **arrays, **{witness.io.HEADER_KEY: np.frombuffer(json.dumps(head).encode(), np.uint8)})
-    forged = checker.load_weights(path)
+    write_file(path, arrays, head)
     with pytest.raises(checker.Refused, match="causal flag"):
-        checker.prove(dict(claim, network={"sha256": forged.fingerprint()}), forged)
+        reproved(path, claim)
     task = witness.TwoSum(n=6, M=4, t=1, causal=False)
     tokens = np.concatenate(list(task.enumerate_tokens()))
     predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp32", "strict")).predictions
     assert (predictions != task.answers(tokens)).any(axis=1).sum() > 1000  # the file really runs causal
+
+
+@pytest.mark.parametrize("w_in, w_out, step", [(2.0, [65504.0, -65504.0], "a product"),
+                                               (1.0, [30000.0] * 3 + [-30000.0] * 3, "a partial sum")])
+def test_an_mlp_output_whose_steps_overflow_is_refused_however_small_its_sum(tmp_path, w_in, w_out, step):
+    """Hidden units relu(w_in fetch[0]) times w_out write a new direction nothing reads: their exact sum is 0, so the
+    one-input range bound (exact extremes plus relative rounding errors) was a few hundred, but under strict fp16 a
+    product (first case) or a partial sum (second) overflows, inf - inf is NaN, and zero query weights carry the NaN
+    into the next layer (the first case was found by an adversarial review; the checker confirmed it)."""
+    path = tmp_path / "composition.npz"
+    witness.io.save(witness.compile("composition", L=1, m=3), path)
+    arrays, head = file_parts(path)
+    fetch, junk = head["basis"].index("fetch[0]"), len(head["basis"])
+    head["basis"] = head["basis"] + ["junk"]
+    residual_axis = {"W_E": 1, "W_pos": 1, "W_O": 2, "W_out": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "b_O": 0, "b_out": 0,
+                     "W_in": 0, "W_U": 0}
+    for name, a in arrays.items():  # one more residual direction, zero everywhere
+        axis = residual_axis.get(name.rsplit(".", 1)[-1])
+        if axis is not None:
+            arrays[name] = np.pad(a.astype(np.float64), [(0, int(i == axis)) for i in range(a.ndim)])
+    units_in = np.zeros((junk + 1, len(w_out)))
+    units_in[fetch] = w_in
+    units_out = np.zeros((len(w_out), junk + 1))
+    units_out[:, junk] = w_out
+    mlp = "blocks.0.mlp."
+    arrays[mlp + "W_in"] = np.concatenate([arrays[mlp + "W_in"], units_in], axis=1)
+    arrays[mlp + "b_in"] = np.concatenate([arrays[mlp + "b_in"], np.zeros(len(w_out))])
+    arrays[mlp + "W_out"] = np.concatenate([arrays[mlp + "W_out"], units_out])
+    write_file(path, arrays, head)
+    claim = {"task": "composition", "params": {"L": 1, "m": 3, "n": [], "layout": "paper"}, "format": "fp16",
+             "semantics": "strict"}
+    with pytest.raises(checker.Refused, match=f"blocks.0.mlp output .*: {step} .* may overflow fp16"):
+        reproved(path, claim)
+    task = witness.Composition(L=1, m=3)
+    tokens = np.concatenate(list(task.enumerate_tokens()))
+    predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp16", "strict")).predictions[:, 0]
+    assert (predictions != task.answers(tokens)).sum() > 20  # the NaN reaches the answer
 
 
 @pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),

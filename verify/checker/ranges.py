@@ -205,11 +205,13 @@ def one_input_range(r: Ranges, w_in: tuple, b_in: tuple, w_out: tuple, b_out: fl
     kinks = [-Fraction(b) / Fraction(a) for a, b in zip(w_in, b_in)]
     points = [-span, span] + [y for y in kinks if -span < y < span]
 
+    def partial(y: Fraction, units: int) -> Fraction:
+        """The exact sum of the first `units` output terms at x[f] = y."""
+        return sum((Fraction(c) * max(Fraction(a) * y + Fraction(b), Fraction(0))
+                    for a, b, c in zip(w_in[:units], b_in[:units], w_out[:units])), Fraction(0))
+
     def g(y: Fraction) -> Fraction:
-        total = Fraction(b_out) + (y if same else 0)
-        for a, b, c in zip(w_in, b_in, w_out):
-            total += Fraction(c) * max(Fraction(a) * y + Fraction(b), Fraction(0))
-        return total
+        return Fraction(b_out) + (y if same else 0) + partial(y, len(w_out))
 
     exact = max(abs(g(y)) for y in points) + (0 if same else Fraction(B_d))
     u, eta = fmt.unit, fmt.eta
@@ -221,6 +223,14 @@ def one_input_range(r: Ranges, w_in: tuple, b_in: tuple, w_out: tuple, b_out: fl
         k = 2 * len(size) + 1
         error = (sum(abs(Fraction(c)) * e for c, e in zip(w_out, unit_error))
                  + ((1 + u) ** k - 1) * out_size + k * (1 + u) ** k * eta)
+        # That error model holds only while every step stays in range: an overflowing product or partial sum (an
+        # inf) does not cancel however small the exact total. So each product, and each partial sum of the output
+        # dot in the executor's unit order, must be a value the format holds: its exact extreme (piecewise linear
+        # again, extremes at the same points) plus `error`, which bounds every prefix's accumulated rounding.
+        for c, s, e in zip(w_out, size, unit_error):
+            fmt.ceil(abs(Fraction(c)) * (s + e) * (1 + u) + eta, f"{what}: a product")
+        for units in range(2, len(w_out) + 1):
+            fmt.ceil(max(abs(partial(y, units)) for y in points) + error, f"{what}: a partial sum")
     else:  # exact inside the MLP; its output is stored, then the residual sum
         out_size = sum(abs(Fraction(c)) * s for c, s in zip(w_out, size)) + abs(Fraction(b_out))
         error = u * out_size + eta
