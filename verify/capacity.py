@@ -201,7 +201,8 @@ def _hop_targets(rows: list[dict[str, Any]]) -> str:
     weights = sorted({row["hop_weight"] for row in rows})
     if weights == [0]:
         return "no hop targets"
-    return "hop targets (each intermediate hop read out after its layer) of weight " + ", ".join(f"{w:g}" for w in weights)
+    return ("hop targets (each intermediate hop read out after its layer) of weight "
+            + ", ".join(f"{w:g}" for w in weights))
 
 
 def markdown(curve: dict[str, Any], heading: str = "#") -> str:
@@ -212,8 +213,8 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
              f"({spec.semantics} semantics: every operation rounded to the format, round to nearest even). "
              f"Protocol: `witness.train.train` from seeded random initialisations, exactly {spec.steps} steps, "
              f"peak lr {spec.lr:g}, {_hop_targets(curve['rows'])}, seeds {list(spec.seeds)}; accuracy = fraction "
-             f"of {spec.eval_inputs} held-out "
-             f"inputs whose unique argmax at the read position is the answer, run by the executor at "
+             f"of {spec.eval_inputs} held-out inputs whose unique argmax at the read position is the answer, run by "
+             "the executor at "
              f"{spec.format}. C, the state bits that cross the boundary ({spec.linear_per_gap} recurrent layer(s) "
              "per gap): " + ", ".join(f"{name} {bits}" for name, bits in hybrids.items()) + "; the control and the "
              "full layers carry no state.", "",
