@@ -321,41 +321,85 @@ def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_p
     assert (predictions != task.answers(tokens)).any(axis=1).sum() > 1000  # the file really runs causal
 
 
-@pytest.mark.parametrize("w_in, w_out, step", [(2.0, [65504.0, -65504.0], "a product"),
-                                               (1.0, [30000.0] * 3 + [-30000.0] * 3, "a partial sum")])
-def test_an_mlp_output_whose_steps_overflow_is_refused_however_small_its_sum(tmp_path, w_in, w_out, step):
-    """Hidden units relu(w_in fetch[0]) times w_out write a new direction nothing reads: their exact sum is 0, so the
-    one-input range bound (exact extremes plus relative rounding errors) was a few hundred, but under strict fp16 a
-    product (first case) or a partial sum (second) overflows, inf - inf is NaN, and zero query weights carry the NaN
-    into the next layer (the first case was found by an adversarial review; the checker confirmed it)."""
+def with_unread_direction(tmp_path, m, layer, units, head_writes=0.0, bias=0.0):
+    """composition L = 1, m, stored with one more residual direction, "junk", that nothing reads, written by
+    `units` added to blocks.{layer}.mlp: (reads {direction: weight}, hidden bias, output weight), by the head column
+    that writes fetch[0] times `head_writes`, and by the MLP's output bias `bias`. Only the range check sees it."""
     path = tmp_path / "composition.npz"
-    witness.io.save(witness.compile("composition", L=1, m=3), path)
+    witness.io.save(witness.compile("composition", L=1, m=m), path)
     arrays, head = file_parts(path)
-    fetch, junk = head["basis"].index("fetch[0]"), len(head["basis"])
-    head["basis"] = head["basis"] + ["junk"]
+    basis = head["basis"] + ["junk"]
     residual_axis = {"W_E": 1, "W_pos": 1, "W_O": 2, "W_out": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "b_O": 0, "b_out": 0,
                      "W_in": 0, "W_U": 0}
-    for name, a in arrays.items():  # one more residual direction, zero everywhere
+    for name, a in arrays.items():  # the new direction, zero everywhere
         axis = residual_axis.get(name.rsplit(".", 1)[-1])
         if axis is not None:
             arrays[name] = np.pad(a.astype(np.float64), [(0, int(i == axis)) for i in range(a.ndim)])
-    units_in = np.zeros((junk + 1, len(w_out)))
-    units_in[fetch] = w_in
-    units_out = np.zeros((len(w_out), junk + 1))
-    units_out[:, junk] = w_out
-    mlp = "blocks.0.mlp."
+    junk, W_O = len(basis) - 1, arrays["blocks.0.attn.W_O"]
+    W_O[0, np.flatnonzero(W_O[0, :, basis.index("fetch[0]")])[0], junk] = head_writes
+    mlp = f"blocks.{layer}.mlp."
+    arrays[mlp + "b_out"][junk] = bias
+    units_in, units_out = np.zeros((len(basis), len(units))), np.zeros((len(units), len(basis)))
+    for h, (reads, _, weight) in enumerate(units):
+        for direction, coefficient in reads.items():
+            units_in[basis.index(direction), h] = coefficient
+        units_out[h, junk] = weight
     arrays[mlp + "W_in"] = np.concatenate([arrays[mlp + "W_in"], units_in], axis=1)
-    arrays[mlp + "b_in"] = np.concatenate([arrays[mlp + "b_in"], np.zeros(len(w_out))])
+    arrays[mlp + "b_in"] = np.concatenate([arrays[mlp + "b_in"], [b for _, b, _ in units]])
     arrays[mlp + "W_out"] = np.concatenate([arrays[mlp + "W_out"], units_out])
-    write_file(path, arrays, head)
-    claim = {"task": "composition", "params": {"L": 1, "m": 3, "n": [], "layout": "paper"}, "format": "fp16",
-             "semantics": "strict"}
-    with pytest.raises(checker.Refused, match=f"blocks.0.mlp output .*: {step} .* may overflow fp16"):
-        reproved(path, claim)
-    task = witness.Composition(L=1, m=3)
+    write_file(path, arrays, {**head, "basis": basis})
+    return path
+
+
+def wrong_answers(path, m, semantics):
+    task = witness.Composition(L=1, m=m)
     tokens = np.concatenate(list(task.enumerate_tokens()))
-    predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp16", "strict")).predictions[:, 0]
-    assert (predictions != task.answers(tokens)).sum() > 20  # the NaN reaches the answer
+    predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp16", semantics)).predictions
+    return int((predictions[:, 0] != task.answers(tokens)).sum())
+
+
+def composition_claim(m, semantics):
+    return {"task": "composition", "params": {"L": 1, "m": m, "n": [], "layout": "paper"}, "format": "fp16",
+            "semantics": semantics}
+
+
+@pytest.mark.parametrize("w_in, w_out, step", [(2.0, [65504.0, -65504.0], "a product"),
+                                               (1.0, [30000.0] * 3 + [-30000.0] * 3, "a partial sum")])
+def test_an_mlp_output_whose_steps_overflow_is_refused_however_small_its_sum(tmp_path, w_in, w_out, step):
+    """Hidden units relu(w_in fetch[0]) times w_out: their exact sum is 0, so the one-input range bound (exact
+    extremes plus relative rounding errors) was a few hundred, but under strict fp16 a product (first case) or a
+    partial sum (second) overflows, inf - inf is NaN, and zero query weights carry the NaN into the next layer (the
+    first case was found by an adversarial review; the checker confirmed it)."""
+    path = with_unread_direction(tmp_path, 3, 0, [({"fetch[0]": w_in}, 0.0, w) for w in w_out])
+    with pytest.raises(checker.Refused, match=f"blocks.0.mlp output .*: {step} .* may overflow fp16"):
+        reproved(path, composition_claim(3, "strict"))
+    assert wrong_answers(path, 3, "strict") > 20  # the NaN reaches the answer
+
+
+def test_a_twin_pair_is_not_moved_ahead_of_the_terms_between_them_under_strict(tmp_path):
+    """relu(z) and relu(-z) are never both positive, so a bound on an exact sum may count the pair once; but the
+    strict fold counted it at the first twin's place, where 66 small terms after it are absorbed, while the
+    executor adds them first and the second twin's 32304 last: 924 + 64608 overflows (an adversarial review's
+    forgery, confirmed, wrong on 5 of 1024 inputs). Under strict every unit now counts in its own place."""
+    pair = {"fetch[0]": 1.0, "fetch[1]": 1.0}
+    units = [(pair, 0.0, 32304.0)] + [({}, 14.0, 1.0)] * 66 + [({k: -v for k, v in pair.items()}, 0.0, 32304.0)]
+    path = with_unread_direction(tmp_path, 4, 1, units)
+    with pytest.raises(checker.Refused, match="overflows fp16"):
+        reproved(path, composition_claim(4, "strict"))
+    assert wrong_answers(path, 4, "strict") > 0
+
+
+@pytest.mark.parametrize("semantics", ["strict", "theory"])
+def test_an_mlp_output_that_is_its_own_input_is_bounded_before_the_residual_add(tmp_path, semantics):
+    """The head writes junk = 32768 fetch[0] (-32768 at position 0), and one unit relu(-junk) times 1.03125 plus the
+    bias 32000 writes it back: the residual y + out stays below 65504, but the stored MLP output 33792 + 32000 is
+    inf (an adversarial review's forgery, confirmed under both semantics, wrong on 512 of 1024 inputs; every value
+    is an integer, so the exact model fails too)."""
+    path = with_unread_direction(tmp_path, 4, 0, [({"junk": -1.0}, 0.0, 1.03125)], head_writes=32768.0,
+                                 bias=32000.0)
+    with pytest.raises(checker.Refused, match="the MLP output .* may overflow fp16"):
+        reproved(path, composition_claim(4, semantics))
+    assert wrong_answers(path, 4, semantics) > 100
 
 
 @pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),

@@ -166,7 +166,9 @@ def _mlp_ranges(r: Ranges, mlp: dict, B: np.ndarray, p: str) -> tuple[np.ndarray
                                      tuple(W_out[units, d].tolist()), float(b_out[d]), float(B[f]), float(B[d]), d == f,
                                      f"{p} output {d}")
         else:
-            size = _twin_weights(W_in, b_in, W_out[:, d], units)
+            # Under strict the fold must follow the executor's order term by term; merging a twin pair into one
+            # position would drop the other's term from its place (small terms absorbed before it, not after).
+            size = np.abs(W_out[units, d]) if r.strict else _twin_weights(W_in, b_in, W_out[:, d], units)
             out = r.stored(r.dot(hidden[units], size[:, None], b_out[d:d + 1], f"{p} output"), f"{p} output")
             new[d] = r.stored(up(B[d] + out[0]), f"{p} residual stream")
     return new, out_dirs
@@ -174,7 +176,7 @@ def _mlp_ranges(r: Ranges, mlp: dict, B: np.ndarray, p: str) -> tuple[np.ndarray
 
 def _twin_weights(W_in, b_in, w_out, units) -> np.ndarray:
     """|w_out| per unit, except that of two bias-free units reading negated columns (relu(z) and relu(-z), never
-    both positive) only the larger weight counts, once."""
+    both positive) only the larger weight counts, once (a bound on an exact sum, in any order: theory only)."""
     size = np.abs(w_out[units])
     seen = {}
     for position, h in enumerate(units):
@@ -234,5 +236,7 @@ def one_input_range(r: Ranges, w_in: tuple, b_in: tuple, w_out: tuple, b_out: fl
     else:  # exact inside the MLP; its output is stored, then the residual sum
         out_size = sum(abs(Fraction(c)) * s for c, s in zip(w_out, size)) + abs(Fraction(b_out))
         error = u * out_size + eta
+    # The MLP's output is stored before the residual add: where d = f it can exceed the residual's bound by |y|.
+    fmt.ceil(max(abs(Fraction(b_out) + partial(y, len(w_out))) for y in points) + error, f"{what}: the MLP output")
     total = exact + error
     return float(fmt.ceil(total + u * total + eta, what))  # the residual add, stored
