@@ -301,6 +301,22 @@ def reproved(path, claim):
     return checker.prove(dict(claim, network={"sha256": weights.fingerprint()}), weights)
 
 
+@pytest.mark.parametrize("option, value", [("feature_map", "Relu"), ("normalize", 0), ("normalize", True)])
+def test_linear_layer_options_the_executor_would_not_read_as_the_proof_does_are_refused(tmp_path, option, value):
+    """A feature map spelled "Relu" was proved as the identity and `normalize: 0` as no normaliser; the executor
+    refuses such files, so no wrong answer followed, but the checker must not confirm a network nobody can run."""
+    path = tmp_path / "hybrid.npz"
+    witness.io.save(witness.compile("composition_hybrid", L=1, m=3), path)
+    claim = composition_claim(3, "strict")
+    assert reproved(path, claim)
+    arrays, head = file_parts(path)
+    linear = next(layer for layer in head["structure"]["layers"] if layer["mixer"] == "linear")
+    linear[option] = value
+    write_file(path, arrays, head)
+    with pytest.raises(checker.Refused, match="feature_map identity or relu and no normaliser"):
+        reproved(path, claim)
+
+
 def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_path):
     """The executor runs a layer whose header omits `causal` as causal (the option's default); the checker read the
     absence as false. A genuine bidirectional 2-Sum file with only that entry deleted, re-hashed and re-proved, was

@@ -82,6 +82,11 @@ class _Proof:
                                                                    "proof handles softmax and linear attention")
             require(self.w[f"{p}.attn.W_Q"].shape[0] == 1, f"{p}.attn must have one head")
             require(spec.get("mixer") != "attention" or spec.get("causal") is True, f"{p}.attn must be causal")
+            # Spelled as the executor reads them (absent: its defaults, identity and no normaliser), nothing else.
+            require(spec.get("mixer") != "linear" or (spec.get("feature_map", "identity") in ("identity", "relu")
+                                                      and spec.get("normalize", False) is False),
+                    f"{p}.attn: the proof handles linear attention with feature_map identity or relu and no "
+                    f"normaliser, not {spec.get('feature_map')!r} / normalize {spec.get('normalize')!r}")
             written = self.w[f"{p}.attn.W_O"][0].any(axis=0) | (self.w[f"{p}.attn.b_O"] != 0)
             if spec.get("mlp"):
                 written = written | self.w[f"{p}.mlp.W_out"].any(axis=0) | (self.w[f"{p}.mlp.b_out"] != 0)
@@ -153,7 +158,6 @@ class _Proof:
         linear = self.layers[l]["mixer"] == "linear"
         if linear and self.layers[l].get("feature_map") == "relu":
             queries, keys = np.maximum(queries, 0.0), np.maximum(keys, 0.0)
-        require(not (linear and self.layers[l].get("normalize")), f"{p}: a normaliser is outside this proof")
         cases, case_of = np.unique(queries, axis=0, return_inverse=True)
         case_of = case_of.reshape(-1)
         wanted = self.task.read_position(l, rest, index)
