@@ -573,6 +573,13 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
                          f"{report.final_loss:.4g}, {report.seconds:.1f} s\nwrote {output}")
 
 
+def add_hop_weight_option(parser: argparse.ArgumentParser) -> None:
+    """Shared by `train` and `capacity`: both train with witness.train.train."""
+    parser.add_argument("--hop-weight", type=float,
+                        help="weight of the intermediate-hop targets (composition, L >= 2; default "
+                             "witness.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
+
+
 def add_train_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("task", choices=["composition", "two_sum"])
     cmd.add_argument("--L", type=int, help="composition: depth")
@@ -642,12 +649,6 @@ def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
                        f"p* = {summary['p']} ({summary['format']}, {summary['semantics']}); Hdp = {summary['Hdp']} <= "
                        f"{summary['theorem']['largest_Hdp']} = floor(n^(2^-{4 * args.L + 2})): covered\n"
                        f"wrote {out}/certificate.json, separation.json, separation.md")
-
-
-def add_hop_weight_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hop-weight", type=float,
-                        help="weight of the intermediate-hop targets (composition, L >= 2; default "
-                             "witness.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
 
 
 # -- hierarchy ----------------------------------------------------------------------------------------------
