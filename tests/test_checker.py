@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import sys
+import zipfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -549,3 +551,113 @@ def test_tables_beyond_the_float_range_certify_and_check():
     summary = checker.check(result.detail["certificate"])
     assert summary["inputs"] is None and int(summary["inputs_log2"].split("e+")[1]) >= 334  # log2 ~ m log2 m
     assert summary["budget"]["d_model"] == 5 * 1100 + 3
+
+
+def _header_edit(key, value):
+    return lambda arrays, head: head.update({key: value})
+
+
+def _array_edit(name, change):
+    return lambda arrays, head: arrays.update({name: change(arrays[name])})
+
+
+def _basis_repeated(arrays, head):
+    head["basis"] = [head["basis"][0]] * len(head["basis"])
+
+
+@pytest.mark.parametrize("edit, refusal", [
+    (_header_edit("kind", "not-a-network"), "kind"),
+    (_header_edit("version", 99), "file version 99"),
+    (_array_edit("embed.W_E", lambda a: a.astype(np.int64)), "stored as int64"),
+    (_array_edit("blocks.0.attn.b_Q", lambda a: a[0]), "blocks.0.attn.b_Q has shape"),
+    (_array_edit("blocks.0.attn.W_O", lambda a: np.concatenate([a, a])), "blocks.0.attn.W_O has shape"),
+    (_array_edit("blocks.0.attn.W_V", lambda a: np.concatenate([a, a[..., :1]], axis=2)), "d_v"),
+    (_array_edit("unembed.b_U", lambda a: a[:1]), "unembed.b_U has shape"),
+    (_basis_repeated, "repeats a label"),
+])
+def test_a_file_the_executor_would_not_load_is_refused_by_name(tmp_path, edit, refusal):
+    """Each edit, re-stamped with the checker's own fingerprint, was confirmed before (its proof reads arrays by
+    name alone, e.g. a 1-D b_Q as one scalar for every coordinate); the executor refuses every one of them."""
+    path = tmp_path / "net.npz"
+    witness.io.save(witness.compile("composition", L=1, m=3), path)
+    arrays, head = file_parts(path)
+    edit(arrays, head)
+    write_file(path, arrays, head)
+    with pytest.raises(witness.errors.FileFormatError):
+        witness.io.load(path)
+    with pytest.raises(checker.Refused, match=refusal):
+        reproved(path, composition_claim(3, "strict"))
+
+
+def _npy_named_npz(path, arrays, head):
+    np.save(path.with_suffix(".npy"), arrays["embed.W_E"])
+    path.with_suffix(".npy").rename(path)
+
+
+def _header_as_raw_bytes(path, arrays, head):
+    np.savez(path, **arrays)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(witness.io.HEADER_KEY, json.dumps(head))
+
+
+def _replace_member(path, name, data):
+    with zipfile.ZipFile(path) as archive:
+        members = {member: archive.read(member) for member in archive.namelist()}
+    members[name] = data
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, content in members.items():
+            archive.writestr(member, content)
+
+
+def _array_as_raw_bytes(path, arrays, head):
+    write_file(path, arrays, head)
+    _replace_member(path, "unembed.b_U.npy", b"not an .npy member")
+
+
+def _bfloat16_safetensors(path, arrays, head):
+    raw = np.zeros(3, np.uint16).tobytes()
+    meta = json.dumps({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, len(raw)]},
+                       "__metadata__": {witness.io.HEADER_KEY: json.dumps(head)}}).encode()
+    path.write_bytes(len(meta).to_bytes(8, "little") + meta + raw)
+
+
+def _deep_header(path, arrays, head):
+    write_file(path, arrays, head)
+    deep = json.dumps({**head, "notes": None}).replace("null", "[" * 100_000 + "]" * 100_000).encode()
+    _replace_member(path, witness.io.HEADER_KEY + ".npy", _npy_bytes(np.frombuffer(deep, np.uint8)))
+
+
+def _npy_bytes(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("forge, suffix, refusal", [
+    (_npy_named_npz, ".npz", "not a zip archive"), (_header_as_raw_bytes, ".npz", "uint8 array"),
+    (_array_as_raw_bytes, ".npz", "unembed.b_U is not an array"),
+    (_bfloat16_safetensors, ".safetensors", "not a readable weights file"),
+    (_deep_header, ".npz", "not a readable weights file"),
+])
+def test_an_unreadable_weights_file_is_one_refusal_not_a_traceback(tmp_path, forge, suffix, refusal):
+    """Each of these stopped the checker with an AttributeError, TypeError or RecursionError (the executor's loader
+    too, but for the first two)."""
+    source = tmp_path / "source.npz"
+    witness.io.save(witness.compile("composition", L=1, m=3), source)
+    arrays, head = file_parts(source)
+    path = tmp_path / f"forged{suffix}"
+    forge(path, arrays, head)
+    with pytest.raises(checker.Refused, match=refusal) as refused:
+        checker.load_weights(path)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(witness.errors.FileFormatError):
+        witness.io.load(path)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"kind": ' + "9" * 5000 + "}"])
+def test_an_unreadable_certificate_is_one_refusal_not_a_traceback(tmp_path, text):
+    """JSON nested past Python's stack, an integer past its digit limit: a RecursionError, a ValueError before."""
+    path = tmp_path / "certificate.json"
+    path.write_text(text)
+    with pytest.raises(checker.Refused, match="not JSON"):
+        checker.load_certificate(path)

@@ -86,8 +86,12 @@ def load(path: str | Path) -> Network:
                 raise FileFormatError(f"{path}: no {HEADER_KEY} entry; not written by witness")
             head = _decode_header(archive[HEADER_KEY], path)
             _require_room(head, path)
-            arrays = {name: seal(archive[name]) for name in archive.files if name != HEADER_KEY}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+            arrays = {name: archive[name] for name in archive.files if name != HEADER_KEY}
+            not_arrays = sorted(name for name, array in arrays.items() if not isinstance(array, np.ndarray))
+            if not_arrays:
+                raise FileFormatError(f"{path}: {not_arrays[:3]} are not .npy members (not arrays)")
+            arrays = {name: seal(array) for name, array in arrays.items()}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError) as exc:
         if isinstance(exc, FileFormatError):
             raise
         raise FileFormatError(f"{path}: not a readable .npz weights file ({type(exc).__name__})") from None
@@ -99,8 +103,8 @@ def _decode_header(raw: Any, path: Path) -> Any:
         raise FileFormatError(f"{path}: the {HEADER_KEY} entry is not the JSON header witness writes")
     try:
         return json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FileFormatError(f"{path}: header is not valid JSON ({type(exc).__name__}: {exc})") from None
 
 
 def _require_room(head: Any, path: Path) -> None:
@@ -133,15 +137,22 @@ def _load_safetensors(path: Path) -> Network:
                 raise FileFormatError(f"{path}: no {HEADER_KEY} metadata entry; not written by witness")
             try:
                 head = json.loads(metadata[HEADER_KEY])
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise FileFormatError(f"{path}: header is not valid JSON ({exc})") from None
             _require_room(head, path)
-            arrays = {name: _read_only(handle.get_tensor(name)) for name in handle.keys()}
+            arrays = {name: _read_only(_tensor(handle, name, path)) for name in handle.keys()}
     except (safetensors.SafetensorError, OSError, ValueError) as exc:
         if isinstance(exc, FileFormatError):
             raise
         raise FileFormatError(f"{path}: not a readable .safetensors weights file ({exc})") from None
     return network_from_file_parts(head, arrays, str(path))
+
+
+def _tensor(handle, name: str, path: Path) -> np.ndarray:
+    try:
+        return handle.get_tensor(name)
+    except (TypeError, AttributeError) as exc:  # a dtype numpy lacks (BF16, F8_*): no witness file holds one
+        raise FileFormatError(f"{path}: {name} has a dtype numpy cannot read ({exc})") from None
 
 
 def _read_only(tensor: np.ndarray) -> np.ndarray:

@@ -1,12 +1,13 @@
 """What the checker reads: certificates (JSON) and weights files (.npz / .safetensors), with its own loader.
 
 A weights file is a set of arrays under TransformerLens names plus a JSON header (in an .npz the uint8 array
-`__witness_header__`, in a .safetensors file the metadata entry of that name). The checker takes from the header
-only the structure (mixer kind and options per layer, whether it has an MLP, the read positions), the task and its
-parameters, and the basis labels, and checks the arrays against the header's shapes and dtypes (a header without
-dtypes, from before witness recorded them, is taken as it is); every array is converted to float64, and refused
-unless that widening is lossless (it is for every dtype witness stores: int8, uint8, int16, float16, float32,
-float64). Files are read without pickle.
+`__witness_header__`, in a .safetensors file the metadata entry of that name). The checker reads a file only where
+the executor would load it: the header's kind and version are witness's, its shapes name every array (a header
+without dtypes, from before witness recorded them, is taken as it is; dtypes, where given, are among the ones
+witness stores: int8, uint8, int16, float16, float32, float64, from each of which the widening to float64 is
+lossless), and the arrays' shapes agree with each other (`_require_consistent`) as the executor's network requires.
+It takes from the header only the structure (mixer kind and options per layer, whether it has an MLP, the read
+positions), the task and its parameters, and the basis labels. Files are read without pickle.
 
 The network's identity is the sha256 of its arrays (name, then float64 little-endian bytes, in name order) and its
 structure (sorted-key JSON): a certificate names the network by it.
@@ -31,6 +32,11 @@ from verify.checker.refusal import Refused, require
 HEADER_KEY = "__witness_header__"
 CERTIFICATE_KIND = "witness-certificate"
 CERTIFICATE_VERSION = 2
+NETWORK_KIND = "witness-network"
+NETWORK_VERSION = 1
+#: The mixer kinds a proof reads, each through the projections W_Q, W_K, W_V, W_O and their biases.
+PROJECTED_KINDS = ("attention", "linear", "block_sparse")
+STORED_DTYPES = ("int8", "uint8", "int16", "float16", "float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -58,34 +64,90 @@ class Weights:
 
 def weights_from_parts(arrays: dict[str, np.ndarray], header: dict[str, Any], where: str = "the network") -> Weights:
     require(isinstance(header, dict), f"{where}: the header is not a JSON object")
+    require(header.get("kind") == NETWORK_KIND, f"{where}: the header's kind is {header.get('kind')!r}, not "
+                                                f"{NETWORK_KIND!r}")
+    require(header.get("version") == NETWORK_VERSION, f"{where}: file version {header.get('version')!r}; this "
+                                                      f"checker reads {NETWORK_VERSION}")
     structure = header.get("structure")
     require(isinstance(structure, dict) and isinstance(structure.get("layers"), list),
             f"{where}: the header has no layer structure")
     shapes = header.get("shapes")
-    if shapes is not None:
-        require(isinstance(shapes, dict) and set(shapes) == set(arrays), f"{where}: arrays do not match the header")
+    require(isinstance(shapes, dict) and set(shapes) == set(arrays), f"{where}: the header's shapes do not name the "
+                                                                     "arrays")
     dtypes = header.get("dtypes")
     if dtypes is not None:
         require(isinstance(dtypes, dict) and set(dtypes) == set(arrays), f"{where}: the header's dtypes do not name "
                                                                          "the arrays")
     converted = {}
     for name, array in arrays.items():
-        require(array.dtype.kind in "fiu", f"{where}: {name} is not numeric ({array.dtype})")
-        if shapes is not None:
-            require(list(array.shape) == list(shapes[name]), f"{where}: {name} has shape {list(array.shape)}, the "
-                                                              f"header says {shapes[name]}")
+        require(isinstance(array, np.ndarray), f"{where}: {name} is not an array")
+        shape = shapes[name]
+        require(isinstance(shape, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in shape),
+                f"{where}: the header gives {name} the shape {shape!r}")
+        require(list(array.shape) == shape, f"{where}: {name} has shape {list(array.shape)}, the header says {shape}")
+        require(array.dtype.name in STORED_DTYPES, f"{where}: {name} is stored as {array.dtype}; witness stores "
+                                                   f"{', '.join(STORED_DTYPES)}")
         if dtypes is not None:
             require(array.dtype.name == dtypes[name], f"{where}: {name} is stored as {array.dtype.name}, the header "
                                                       f"says {dtypes[name]}")
         converted[name] = np.asarray(array, dtype=np.float64)
-        require(np.array_equal(converted[name].astype(array.dtype), array),
-                f"{where}: {name} does not convert to float64 exactly")
     params = header.get("params") or {}
     require(isinstance(params, dict), f"{where}: the header's params are not an object")
     basis = header.get("basis") or ()
     require(isinstance(basis, (list, tuple)) and all(isinstance(b, str) for b in basis),
             f"{where}: the header's basis is not a list of labels")
-    return Weights(converted, structure, header.get("task"), dict(params), tuple(basis))
+    weights = Weights(converted, structure, header.get("task"), dict(params), tuple(basis))
+    _require_consistent(weights, where)
+    return weights
+
+
+def _require_consistent(weights: Weights, where: str) -> None:
+    """The arrays' shapes agree as the executor's network requires: embedding W_E [vocab, d], W_pos [n_ctx, d];
+    per layer the projections W_Q, W_K [H, d, d_k], W_V [H, d, d_v], W_O [H, d_v, d], b_Q, b_K [H, d_k],
+    b_V [H, d_v], b_O [d] (d_v = d_k but in linear attention) and, where the layer has an MLP, W_in [d, f], b_in [f], W_out [f, d], b_out [d]; the
+    readout W_U [d, vocab_out], b_U [vocab_out]; d unique basis labels (layers of kinds outside PROJECTED_KINDS
+    are left to the proof, which refuses them). A proof reads an array by its name alone,
+    so an array of another shape would be read as something the executor refuses to run."""
+    arrays = weights.arrays
+
+    def shape_of(name: str) -> tuple[int, ...]:
+        require(name in arrays, f"{where}: the network has no array {name}")
+        return arrays[name].shape
+
+    def expect(name: str, shape: tuple[int, ...]) -> None:
+        require(shape_of(name) == shape, f"{where}: {name} has shape {list(shape_of(name))}, its neighbours make it "
+                                         f"{list(shape)}")
+
+    W_E = shape_of("embed.W_E")
+    require(len(W_E) == 2, f"{where}: embed.W_E has shape {list(W_E)}, not [vocab, d_model]")
+    d = W_E[1]
+    require(len(shape_of("pos_embed.W_pos")) == 2 and shape_of("pos_embed.W_pos")[1] == d,
+            f"{where}: pos_embed.W_pos has shape {list(shape_of('pos_embed.W_pos'))}, not [n_ctx, {d}]")
+    for l, layer in enumerate(weights.structure["layers"]):
+        if not isinstance(layer, dict) or layer.get("mixer") not in PROJECTED_KINDS:
+            continue  # a kind no proof reads: the proof refuses it by name
+        attn = f"blocks.{l}.attn"
+        W_Q, W_V = shape_of(f"{attn}.W_Q"), shape_of(f"{attn}.W_V")
+        require(len(W_Q) == 3 and len(W_V) == 3, f"{where}: {attn}.W_Q and W_V are not [H, d_model, d_head]")
+        H, d_k, d_v = W_Q[0], W_Q[2], W_V[2]
+        require(layer["mixer"] == "linear" or d_v == d_k, f"{where}: {attn}.W_V has d_v {d_v}, W_Q d_k {d_k}; softmax "
+                                                          "heads have one width")
+        for name, shape in (("W_Q", (H, d, d_k)), ("W_K", (H, d, d_k)), ("W_V", (H, d, d_v)), ("W_O", (H, d_v, d)),
+                            ("b_Q", (H, d_k)), ("b_K", (H, d_k)), ("b_V", (H, d_v)), ("b_O", (d,))):
+            expect(f"{attn}.{name}", shape)
+        if layer.get("mlp"):
+            mlp = f"blocks.{l}.mlp"
+            W_in = shape_of(f"{mlp}.W_in")
+            require(len(W_in) == 2, f"{where}: {mlp}.W_in has shape {list(W_in)}, not [d_model, d_mlp]")
+            f = W_in[1]
+            for name, shape in (("W_in", (d, f)), ("b_in", (f,)), ("W_out", (f, d)), ("b_out", (d,))):
+                expect(f"{mlp}.{name}", shape)
+    W_U = shape_of("unembed.W_U")
+    require(len(W_U) == 2, f"{where}: unembed.W_U has shape {list(W_U)}, not [d_model, vocab_out]")
+    expect("unembed.W_U", (d, W_U[1]))
+    expect("unembed.b_U", (W_U[1],))
+    require(len(weights.basis) == d, f"{where}: the basis has {len(weights.basis)} labels, d_model is {d}")
+    require(len(set(weights.basis)) == d, f"{where}: the basis repeats a label")
 
 
 def load_weights(path) -> Weights:
@@ -98,17 +160,23 @@ def load_weights(path) -> Weights:
                 arrays = {name: handle.get_tensor(name) for name in handle.keys()}
             raw = metadata.get(HEADER_KEY)
         else:
+            require(zipfile.is_zipfile(path), f"{path}: not a zip archive (an .npz weights file is one)")
             with np.load(path, allow_pickle=False) as archive:
                 arrays = {name: archive[name] for name in archive.files}
             raw = arrays.pop(HEADER_KEY, None)
-            raw = None if raw is None else raw.tobytes().decode("utf-8")
+            if raw is not None:
+                require(isinstance(raw, np.ndarray) and raw.dtype == np.uint8 and raw.ndim == 1,
+                        f"{path}: the {HEADER_KEY} entry is not the uint8 array witness writes")
+                raw = raw.tobytes().decode("utf-8")
         require(raw is not None, f"{path}: no {HEADER_KEY} entry")
         header = json.loads(raw, object_pairs_hook=_unique_keys)
     except Refused:
         raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError,
-            safetensors.SafetensorError) as exc:
-        raise Refused(f"{path}: not a readable weights file ({exc})") from None
+    # TypeError and AttributeError: numpy has no dtype for some safetensors dtypes (BF16, F8_*); RecursionError: JSON
+    # nested deeper than Python's stack
+    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile,
+            UnicodeDecodeError, safetensors.SafetensorError) as exc:
+        raise Refused(f"{path}: not a readable weights file ({type(exc).__name__}: {exc})") from None
     return weights_from_parts(arrays, header, str(path))
 
 
@@ -126,8 +194,8 @@ def load_certificate(path) -> dict[str, Any]:
             certificate = json.load(handle, object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Refused(f"{path}: not JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # ValueError: bad JSON or an integer too long
+        raise Refused(f"{path}: not JSON ({type(exc).__name__}: {exc})") from None
     require(isinstance(certificate, dict) and certificate.get("kind") == CERTIFICATE_KIND,
             f"{path}: not a {CERTIFICATE_KIND}")
     require(certificate.get("version") == CERTIFICATE_VERSION,
