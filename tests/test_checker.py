@@ -553,6 +553,14 @@ def test_tables_beyond_the_float_range_certify_and_check():
     assert summary["budget"]["d_model"] == 5 * 1100 + 3
 
 
+def test_the_checker_reads_the_file_format_the_executor_writes():
+    """The checker restates the file format (it imports nothing of witness); the two statements must agree."""
+    from verify.checker import files
+    assert (files.NETWORK_KIND, files.NETWORK_VERSION) == (witness.io.FILE_KIND, witness.io.FILE_VERSION)
+    assert files.STORED_DTYPES == witness.io.STORAGE_DTYPE_NAMES
+    assert files.HEADER_KEY == witness.io.HEADER_KEY
+
+
 def _header_edit(key, value):
     return lambda arrays, head: head.update({key: value})
 
@@ -636,7 +644,7 @@ def _npy_bytes(array):
 @pytest.mark.parametrize("forge, suffix, refusal", [
     (_npy_named_npz, ".npz", "not a zip archive"), (_header_as_raw_bytes, ".npz", "uint8 array"),
     (_array_as_raw_bytes, ".npz", "unembed.b_U is not an array"),
-    (_bfloat16_safetensors, ".safetensors", "not a readable weights file"),
+    (_bfloat16_safetensors, ".safetensors", "dtype numpy cannot read"),
     (_deep_header, ".npz", "not a readable weights file"),
 ])
 def test_an_unreadable_weights_file_is_one_refusal_not_a_traceback(tmp_path, forge, suffix, refusal):

@@ -104,10 +104,10 @@ def weights_from_parts(arrays: dict[str, np.ndarray], header: dict[str, Any], wh
 def _require_consistent(weights: Weights, where: str) -> None:
     """The arrays' shapes agree as the executor's network requires: embedding W_E [vocab, d], W_pos [n_ctx, d];
     per layer the projections W_Q, W_K [H, d, d_k], W_V [H, d, d_v], W_O [H, d_v, d], b_Q, b_K [H, d_k],
-    b_V [H, d_v], b_O [d] (d_v = d_k but in linear attention) and, where the layer has an MLP, W_in [d, f], b_in [f], W_out [f, d], b_out [d]; the
-    readout W_U [d, vocab_out], b_U [vocab_out]; d unique basis labels (layers of kinds outside PROJECTED_KINDS
-    are left to the proof, which refuses them). A proof reads an array by its name alone,
-    so an array of another shape would be read as something the executor refuses to run."""
+    b_V [H, d_v], b_O [d] (d_v = d_k but in linear attention) and, where the layer has an MLP, W_in [d, f],
+    b_in [f], W_out [f, d], b_out [d]; the readout W_U [d, vocab_out], b_U [vocab_out]; d unique basis labels.
+    Layers of kinds outside PROJECTED_KINDS are left to the proof, which refuses them. A proof reads an array by
+    its name alone, so an array of another shape would be read as something the executor refuses to run."""
     arrays = weights.arrays
 
     def shape_of(name: str) -> tuple[int, ...]:
@@ -121,8 +121,8 @@ def _require_consistent(weights: Weights, where: str) -> None:
     W_E = shape_of("embed.W_E")
     require(len(W_E) == 2, f"{where}: embed.W_E has shape {list(W_E)}, not [vocab, d_model]")
     d = W_E[1]
-    require(len(shape_of("pos_embed.W_pos")) == 2 and shape_of("pos_embed.W_pos")[1] == d,
-            f"{where}: pos_embed.W_pos has shape {list(shape_of('pos_embed.W_pos'))}, not [n_ctx, {d}]")
+    W_pos = shape_of("pos_embed.W_pos")
+    require(len(W_pos) == 2 and W_pos[1] == d, f"{where}: pos_embed.W_pos has shape {list(W_pos)}, not [n_ctx, {d}]")
     for l, layer in enumerate(weights.structure["layers"]):
         if not isinstance(layer, dict) or layer.get("mixer") not in PROJECTED_KINDS:
             continue  # a kind no proof reads: the proof refuses it by name
@@ -157,7 +157,7 @@ def load_weights(path) -> Weights:
         if path.suffix == ".safetensors":
             with safetensors.safe_open(path, framework="numpy") as handle:
                 metadata = handle.metadata() or {}
-                arrays = {name: handle.get_tensor(name) for name in handle.keys()}
+                arrays = {name: _tensor(handle, name, path) for name in handle.keys()}
             raw = metadata.get(HEADER_KEY)
         else:
             require(zipfile.is_zipfile(path), f"{path}: not a zip archive (an .npz weights file is one)")
@@ -172,12 +172,17 @@ def load_weights(path) -> Weights:
         header = json.loads(raw, object_pairs_hook=_unique_keys)
     except Refused:
         raise
-    # TypeError and AttributeError: numpy has no dtype for some safetensors dtypes (BF16, F8_*); RecursionError: JSON
-    # nested deeper than Python's stack
-    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile,
-            UnicodeDecodeError, safetensors.SafetensorError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile, UnicodeDecodeError,
+            safetensors.SafetensorError) as exc:  # RecursionError: JSON nested deeper than Python's stack
         raise Refused(f"{path}: not a readable weights file ({type(exc).__name__}: {exc})") from None
     return weights_from_parts(arrays, header, str(path))
+
+
+def _tensor(handle, name: str, path) -> np.ndarray:
+    try:
+        return handle.get_tensor(name)
+    except (TypeError, AttributeError) as exc:  # a dtype numpy lacks (BF16, F8_*): no witness file holds one
+        raise Refused(f"{path}: {name} has a dtype numpy cannot read ({exc})") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
