@@ -369,15 +369,16 @@ def with_unread_direction(tmp_path, m, layer, units, head_writes=0.0, bias=0.0):
     return path
 
 
-def wrong_answers(path, m, semantics):
+def wrong_answers(path, m, semantics, fmt="fp16"):
     task = witness.Composition(L=1, m=m)
     tokens = np.concatenate(list(task.enumerate_tokens()))
-    predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp16", semantics)).predictions
+    with np.errstate(all="ignore"):  # the forged runs overflow float64 on purpose
+        predictions = witness.execute.run(witness.io.load(path), tokens, arithmetic(fmt, semantics)).predictions
     return int((predictions[:, 0] != task.answers(tokens)).sum())
 
 
-def composition_claim(m, semantics):
-    return {"task": "composition", "params": {"L": 1, "m": m, "n": [], "layout": "paper"}, "format": "fp16",
+def composition_claim(m, semantics, fmt="fp16"):
+    return {"task": "composition", "params": {"L": 1, "m": m, "n": [], "layout": "paper"}, "format": fmt,
             "semantics": semantics}
 
 
@@ -418,6 +419,59 @@ def test_an_mlp_output_that_is_its_own_input_is_bounded_before_the_residual_add(
     with pytest.raises(checker.Refused, match="the MLP output .* may overflow fp16"):
         reproved(path, composition_claim(4, semantics))
     assert wrong_answers(path, 4, semantics) > 100
+
+
+def test_an_mlp_sum_that_float64_rounds_is_refused_under_theory(tmp_path):
+    """A fourth review's forgery: bias-only units write junk = 8 8 + 2^-24 2^-24 - 8 8 + 1 + 2^-11, exactly
+    1 + 2^-11 + 2^-48, which fp16 stores as 1 + 2^-10; float64 loses the 2^-48 and stores the tie 1 + 2^-11 as 1. The
+    readout adds 8200 - 8192 junk to answer 0: nothing in the exact model, +8 in the executor's theory run. The
+    exact-model proof was confirmed; every MLP sum must now be exact in float64."""
+    units = [({}, 8.0, 8.0), ({}, 2.0 ** -24, 2.0 ** -24), ({}, 8.0, -8.0), ({}, 1.0, 1.0), ({}, 2.0 ** -11, 1.0)]
+    path = with_unread_direction(tmp_path, 4, 0, units)
+    arrays, head = file_parts(path)
+    arrays["unembed.W_U"][head["basis"].index("junk"), 0] = -8192.0
+    arrays["unembed.b_U"] = arrays["unembed.b_U"] + np.eye(1, arrays["unembed.b_U"].size)[0] * 8200.0
+    write_file(path, arrays, head)
+    with pytest.raises(checker.Refused, match="blocks.0.mlp: a sum inside the MLP is not exact in float64"):
+        reproved(path, composition_claim(4, "theory"))
+    assert wrong_answers(path, 4, "theory") > 500  # of 1024
+
+
+def _query_reads_value_tokens(tmp_path):
+    """Value tokens hold junk = 2^600 and layer 0's query reads it with weight 2^600: finite at the read position
+    (a query token), 2^1200 = inf at every other one, where NaN then reaches layer 1's keys."""
+    path = with_unread_direction(tmp_path, 4, 0, [])
+    arrays, head = file_parts(path)
+    junk = head["basis"].index("junk")
+    task = witness.Composition(L=1, m=4)
+    last = np.unique(np.concatenate(list(task.enumerate_tokens()))[:, -1])
+    others = np.setdiff1d(np.arange(arrays["embed.W_E"].shape[0]), last)
+    arrays["embed.W_E"][others, junk] = 2.0 ** 600
+    arrays["blocks.0.attn.W_Q"][0, junk, 0] = 2.0 ** 600
+    write_file(path, arrays, head)
+    return path
+
+
+@pytest.mark.parametrize("forge, refusal", [
+    (lambda tmp: with_unread_direction(tmp, 4, 0, [({"junk": 2.0 ** 600}, 0.0, 0.0)], head_writes=2.0 ** 600),
+     "blocks.0.mlp hidden units may overflow float64"),
+    (_query_reads_value_tokens, "blocks.0.attn queries may overflow float64")])
+def test_a_value_the_exact_model_holds_but_float64_overflows_is_refused_under_theory(tmp_path, forge, refusal):
+    """fp64 theory, where the exact model holds 2^1200 inside a block but the executor's float64 stand-in gets inf,
+    and inf times a zero weight is NaN in every direction: an MLP unit with no output weight (a fourth review's
+    forgery, confirmed, wrong on 832 of 1024 inputs) and a query at the positions the proof does not follow (wrong
+    on all 1024). Both were confirmed; every bound inside a block must now stay below 2^1020."""
+    path = forge(tmp_path)
+    with pytest.raises(checker.Refused, match=refusal):
+        reproved(path, composition_claim(4, "theory", "fp64"))
+    assert wrong_answers(path, 4, "theory", "fp64") > 800
+
+
+def test_the_checker_assumes_the_float64_exp_error_the_executor_assumes():
+    """The checker imports nothing of witness, so it restates the bound on numpy's exp that both rely on."""
+    from verify.checker.numbers import FLOAT64_EXP_ERROR
+    from witness.arith.semantics import EXP_RELATIVE_ERROR
+    assert FLOAT64_EXP_ERROR == Fraction(EXP_RELATIVE_ERROR)
 
 
 @pytest.mark.parametrize("constant, reason", [(10 ** 400, "not a float64"), (2 ** 53 + 1, "not a float64"),

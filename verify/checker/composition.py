@@ -18,7 +18,10 @@ position:
    * theory: the off-target mass is R <= sum_{j != t*} e^(s_j - s_t*), enclosed from above by MPFR, so the target's
      weight is at least pi = 1/(1 + R), and the mix is pi' v(tau) + (1 - pi') (a convex combination of the other
      values), pi' in [pi, 1]: per coordinate between min(v, pi v + (1 - pi) lo) and max(v, pi v + (1 - pi) hi), lo
-     and hi the least and greatest value any other position can hold there.
+     and hi the least and greatest value any other position can hold there. The executor's theory runs compute
+     this softmax, mix and head output in float64, so before the store the enclosure is widened by a bound on
+     float64's error there (`numbers.float64_softmax_error`); every other sum inside a block must be exact in
+     float64 (`products.exact_matmul`, `mlp`), and `ranges` keeps every value inside a block finite there.
    * strict: the numerators round(exp(round(s_j - max))), their index-order rounded sum D and the weights
      round(e_j / D) are computed exactly as the executor does; the mix is the index-order rounded sum of
      round(p_j v_j), enclosed by folding intervals (rounding is monotone): at t* the target's own value, elsewhere
@@ -40,7 +43,8 @@ import numpy as np
 
 from verify.checker.files import Weights
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, down, exp_upper, lower_float, number, up, upper_float
+from verify.checker.numbers import (Format, down, exp_upper, float64_softmax_error, lower_float, number, up,
+                                    upper_float)
 from verify.checker.products import affine, exact_matmul, strict_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -252,7 +256,8 @@ class _Proof:
             hi_parts.append(hi)
         self._check_targets(p, targets, wanted, case_of)
         mixed_lo, mixed_hi = np.min(lo_parts, axis=0), np.max(hi_parts, axis=0)  # [tokens, d_v], hull over cases
-        heads_lo, heads_hi = self._head(p, w["W_O"], mixed_lo, mixed_hi)
+        magnitude = np.maximum(np.abs(hull_lo), np.abs(hull_hi)).max(axis=0)  # |v_c| at any position, at most
+        heads_lo, heads_hi = self._head(p, w["W_O"], mixed_lo, mixed_hi, magnitude)
         records = [{"query": case.tolist(), "target": int(t), "target_weight_at_least": number(wt)}
                    for case, t, wt in zip(cases, targets, weights)]
         return targets, heads_lo, heads_hi, records
@@ -316,15 +321,20 @@ class _Proof:
         columns = np.arange(target_values.shape[1])
         return weight, hull_case_lo[columns, which], hull_case_hi[columns, which]
 
-    def _head(self, p, W_O, mixed_lo, mixed_hi):
-        """store(mix W_O) for mixes in the box [lo, hi] (interval endpoints; W_O a point)."""
+    def _head(self, p, W_O, mixed_lo, mixed_hi, magnitude):
+        """store(mix W_O) for mixes in the box [lo, hi] (interval endpoints; W_O a point; `magnitude` bounds every
+        position's values, coordinate by coordinate)."""
         fmt = self.fmt
-        if not self.strict:  # the exact head output enclosed in float64 rounded outward, then the store
+        if not self.strict:  # the exact head output enclosed in float64 rounded outward, widened, then the store
             lo = np.zeros((mixed_lo.shape[0], self.d_model))
             hi = np.zeros_like(lo)
             for c in np.flatnonzero(W_O.any(axis=1)):
                 a, b = mixed_lo[:, c:c + 1] * W_O[c], mixed_hi[:, c:c + 1] * W_O[c]
                 lo, hi = down(lo + down(np.minimum(a, b))), up(hi + up(np.maximum(a, b)))
+            # a float64 product of nonnegative bounds errs by far less than the factor 1 + 2^-40
+            spread = up(up(magnitude @ np.abs(W_O)) * (1 + 2.0 ** -40))
+            slack = up(float64_softmax_error(self.n, W_O.shape[0]) * spread)
+            lo, hi = down(lo - slack), up(hi + slack)
             written = W_O.any(axis=0)
             lo = np.where(written, fmt.round_array(lo, f"{p} head output"), 0.0)
             hi = np.where(written, fmt.round_array(hi, f"{p} head output"), 0.0)

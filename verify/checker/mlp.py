@@ -13,6 +13,14 @@ a run every intermediate value is an affine form a k + b with exact rational coe
   monotone and round(0) = 0, so the rounded pre-activation has the same sign); a run on which the form changes sign
   is split at its root;
 * the output must come out constant on every run, and equal on all of them: that value is resid_post[d].
+
+Under `theory` the executor stands in float64 for the exact inside of the block, so a theory verdict about it needs
+the float64 sums to be the exact ones: each unit's pre-activation (its products and bias) and the output's sum (its
+units' products and bias) must be exact in float64 for every k of the run, in any order of summation. That holds
+when every term is a multiple of 2^g (a k + b with a, b multiples of 2^g, g >= -1074) and the terms' magnitudes
+sum to less than 2^(g+53): every product and partial sum is then an integer multiple of 2^g below 2^(g+53) in
+magnitude, a float64. An affine term's largest magnitude on the run is at one of its ends. Units writing nothing
+the proof reads may round in float64; `ranges` shows they stay finite, so their zero output weights give zeros.
 """
 
 from __future__ import annotations
@@ -125,6 +133,18 @@ class MLP:
                        f"exact on every format value of its input interval")
         return form
 
+    def _float64_exact(self, terms: list[Affine], k0: int, k1: int) -> None:
+        """Refuse unless every order of summing `terms` in float64 is exact for every k in [k0, k1] (module
+        docstring, theory)."""
+        valuations = [v for t in terms for v in (_valuation(t.a), _valuation(t.b)) if v is not None]
+        if not valuations:
+            return
+        g = min(valuations)
+        size = sum((max(abs(t.at(k0)), abs(t.at(k1))) for t in terms), Fraction(0))
+        require(g >= -1074 and size < Fraction(2) ** (g + 53),
+                f"{self.what}: a sum inside the MLP is not exact in float64, the executor's stand-in for theory's "
+                f"exact arithmetic (terms down to 2^{g}, magnitudes up to {float(size):.6g})")
+
     @staticmethod
     def _pre_activation(inputs, b_in: float, value, q: Fraction, step) -> Affine:
         """A unit's pre-activation with every rounding step applied but the last, which `_run` applies only where
@@ -149,6 +169,9 @@ class MLP:
         step = (lambda form: self._round(form, k0, k1)) if strict else (lambda form: form)
         hidden = []
         for inputs, b_in, _ in units:
+            if not strict:
+                self._float64_exact([value(i, q).times(Fraction(w)) for i, w in inputs]
+                                    + [Affine(Fraction(0), Fraction(b_in))], k0, k1)
             pre = self._pre_activation(inputs, b_in, value, q, step)
             low, high = pre.at(k0), pre.at(k1)
             if min(low, high) < 0 < max(low, high):  # the exact form crosses zero inside the run: split there
@@ -161,6 +184,9 @@ class MLP:
             term = step(unit.times(Fraction(w_out)))
             out = term if out is None else step(out.plus(term))
         out = out or Affine(Fraction(0), Fraction(0))
+        if not strict:
+            self._float64_exact([unit.times(Fraction(w_out)) for (_, _, w_out), unit in zip(units, hidden)]
+                                + [Affine(Fraction(0), Fraction(b_out))], k0, k1)
         if b_out or not strict:
             out = self._round(out.plus(Affine(Fraction(0), Fraction(b_out))), k0, k1)  # the bias add / the store
         total = self._round(value(d, q).plus(out), k0, k1)  # the residual add, stored

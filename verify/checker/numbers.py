@@ -18,6 +18,10 @@ Every number the checker reasons with is exact, or an enclosure whose direction 
   direction, exp being increasing). The correctly rounded exp of a format value is the common rounding of lo and hi
   once the two agree, at a precision doubled until they do (Ziv's strategy; e^x is irrational for x != 0, so the
   loop ends).
+* The float64 stand-in for `theory`: the executor computes the inside of a block in float64, so a theory verdict
+  about its runs bounds float64's rounding there too (`float64_softmax_error`). Its exp is numpy's, assumed within
+  a relative `FLOAT64_EXP_ERROR` of e^x, the assumption the executor's own exp makes (witness.arith.semantics;
+  measured under 2^-52; a test checks the two constants agree).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from verify.checker.refusal import Refused, require
 
 #: Bits of precision for exponential bounds (each bound is then rounded outward once more to a float64).
 EXP_PRECISION = 256
+#: The assumed bound on the relative error of numpy's float64 exp (module docstring).
+FLOAT64_EXP_ERROR = Fraction(1, 2 ** 40)
 
 
 def floor_log2(x: Fraction) -> int:
@@ -306,3 +312,24 @@ def lower_float(x: Fraction) -> float:
     """The greatest float64 <= x."""
     f = float(x)
     return f if Fraction(f) <= x else float(np.nextafter(f, -np.inf))
+
+
+def float64_gamma(k: int) -> Fraction:
+    """Higham's gamma_k for float64: |fl(sum of k terms) - sum| <= gamma_k sum |terms|, in any order."""
+    u = Fraction(1, 2 ** 53)
+    require(k * u < Fraction(1, 2), f"a {k}-term float64 sum is too long for its error bound")
+    return k * u / (1 - k * u)
+
+
+def float64_softmax_error(keys: int, mixed: int) -> float:
+    """A relative bound eps, rounded up: |float64 head output - exact head output| <= eps sum_c V_c |W_O[c, d]| for a
+    softmax over `keys` exact scores (the maximum subtracted exactly), V_c >= |v_jc| at every key, the head output
+    a float64 sum over `mixed` value coordinates. Why: each numerator errs by FLOAT64_EXP_ERROR = E relatively,
+    their sum by gamma_keys and each quotient by u = 2^-53, so every weight is pi_j (1 + theta_j) with
+    |theta_j| <= theta = (1 + E)(1 + u) / ((1 - E)(1 - gamma_keys)) - 1 (the numerators' common error cancels up
+    to the factor (1 +- E)); the mix sum_j p_j v_jc errs by at most V_c (theta + gamma_keys (1 + theta)), and the
+    head's sum over c by gamma_mixed sum_c |mix_c| |W_O[c, d]| more, with |mix_c| <= V_c (1 + theta)(1 + gamma_keys)."""
+    E, u, g_keys, g_mixed = FLOAT64_EXP_ERROR, Fraction(1, 2 ** 53), float64_gamma(keys), float64_gamma(mixed)
+    theta = (1 + E) * (1 + u) / ((1 - E) * (1 - g_keys)) - 1
+    return upper_float(theta + g_keys * (1 + theta) + g_mixed * (1 + theta) * (1 + g_keys))
+

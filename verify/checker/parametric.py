@@ -32,7 +32,9 @@ The proof, under `theory` (exact inside a block; embedding, head outputs, block 
    bound whose earlier form, min((1 + e^(-2 beta))^b, count), counted patterns instead of keys.
 4. The target's weight is at least pi = 1/(1 + R) (rounded down); each fetched coordinate is then in the hull of
    pi' v + (1 - pi') [-V, V], pi' in [pi, 1] (v the target's value for its bit set or clear, V the largest value
-   another position can hold there); the head output, b_O and the residual add are stored; the MLP is evaluated on
+   another position can hold there), widened by float64's error in the executor's stand-in for that softmax, mix
+   and head (`numbers.float64_softmax_error`, so that the verdict covers `witness run --semantics theory` too);
+   the head output, b_O and the residual add are stored; the MLP is evaluated on
    every format value of that interval (`mlp`) and must write exactly the ±1 code of the fetched bit: the state
    now holds bits of i_l.
 5. The readout's slot holds the code of i_L bit for bit, so logit_{i_L} = b and every other logit <= b - 2.
@@ -47,7 +49,7 @@ import gmpy2
 import numpy as np
 
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, exp_upper, lower_float, number, up
+from verify.checker.numbers import Format, exp_upper, float64_softmax_error, lower_float, number, up
 from verify.checker.ranges import Ranges, one_input_range
 from verify.checker.refusal import require
 from verify.checker.tasks import Composition
@@ -311,7 +313,12 @@ def _ranges(d: Description, fmt: Format) -> list[float]:
     ranges = Ranges(fmt, strict=False)
     out = []
     for l, layer in enumerate(d.layers):
+        # finite in float64, where the executor computes theory's exact inside of a block (`ranges`)
+        q, k = (ranges.inside(up(layer[f"W_{x}"].magnitude_product(B) + np.abs(layer[f"b_{x}"].dense())),
+                              f"blocks.{l} {name}") for x, name in (("Q", "queries"), ("K", "keys")))
+        ranges.inside(up(up(q @ k) * (1 + 2.0 ** -40)), f"blocks.{l} scores")
         v = up(layer["W_V"].magnitude_product(B) + np.abs(layer["b_V"].dense()))  # the mix is a convex combination
+        ranges.inside(v, f"blocks.{l} values")
         head = fmt.round_array(layer["W_O"].magnitude_product(v), f"blocks.{l} head output")
         attn = fmt.round_array(up(head + np.abs(layer["b_O"].dense())), f"blocks.{l} attention output")
         B = fmt.round_array(up(B + attn), f"blocks.{l} residual stream")
@@ -325,7 +332,9 @@ def _mlp_ranges(ranges: Ranges, layer: dict, B: np.ndarray, p: str) -> np.ndarra
     weights and input bounds agree), the others term by term."""
     fmt = ranges.fmt
     unit_inputs, b_in, writers, b_out = _mlp_columns(layer)
-    hidden = up(layer["W_in"].magnitude_product(B) + np.abs(layer["b_in"].dense()))
+    hidden = ranges.inside(up(layer["W_in"].magnitude_product(B) + np.abs(layer["b_in"].dense())),
+                           f"{p} hidden units")
+    ranges.inside(up(layer["W_out"].magnitude_product(hidden) + np.abs(layer["b_out"].dense())), f"{p} outputs")
     new = B.copy()
     cache = {}
     for d, units in writers.items():
@@ -493,6 +502,10 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
     boxes = {1: Zeros(), -1: Zeros()}
     bit_of = {}
     stored: dict[tuple, dict] = {}  # (w_value, V, w_out) -> the two stored intervals, shared by like directions
+    # One nonzero term per head output direction: the head's float64 sum over value coordinates is exact. No
+    # executor holds a prompt of 2^50 tokens (8 PiB of token ids), so there the verdict is about the exact model.
+    n = d.task.prompt_length
+    eps = Fraction(float64_softmax_error(n, 1)) if n < 2 ** 50 else Fraction(0)
     for direction, entries in layer["W_O"].column_of().items():
         require(len(entries) == 1, f"{p}.attn: output direction {direction} mixes several head coordinates")
         (c, w_out), = entries
@@ -512,6 +525,8 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
                 v = Fraction(w_value) * sign
                 ends = sorted((min(v, pi * v - (1 - pi) * V) * Fraction(w_out), max(v, pi * v + (1 - pi) * V)
                                * Fraction(w_out)))
+                slack = eps * V * abs(Fraction(w_out))
+                ends = [ends[0] - slack, ends[1] + slack]
                 # the head output is stored; b_O = 0 and the empty residual add an exact zero, stored again
                 stored[key][sign] = tuple(fmt.round(e, f"{p} head output") for e in ends)
         for sign in (1, -1):

@@ -15,6 +15,12 @@ directions the exact keys are used, so a coordinate nonzero at few positions sum
 direction fed by hidden units that read a single input direction is a piecewise-linear function of that input,
 whose exact range is its extreme over the kinks and the ends of the input's range, widened by a bound on every
 rounding step; other outputs are bounded term by term.
+
+Under `theory` nothing inside a block is rounded to the format, but the executor computes it in float64, where a
+value the exact model holds (2^600 2^600) overflows and an inf meets a zero weight as NaN. So every bound on a value
+computed inside a block (queries, keys, values, scores, block summaries, hidden units, MLP outputs, read-outs) must
+be at most 2^1020: a float64 result of at most a few thousand operations on such values errs by a factor below
+1 + 2^-40, and a score difference at most doubles it, so nothing reaches 2^1024.
 """
 
 from __future__ import annotations
@@ -28,9 +34,20 @@ from verify.checker.products import affine
 from verify.checker.refusal import require
 
 
+#: The largest bound under theory on a value inside a block (module docstring).
+INSIDE_LIMIT = 2.0 ** 1020
+
+
 class Ranges:
     def __init__(self, fmt: Format, strict: bool):
         self.fmt, self.strict = fmt, strict
+
+    def inside(self, B: np.ndarray, what: str) -> np.ndarray:
+        """B, a bound on a value computed inside a block, which under theory must stay finite in float64."""
+        if not self.strict:
+            require(bool(np.all(B <= INSIDE_LIMIT)), f"{what} may overflow float64, in which the executor computes "
+                                                     f"theory's exact inside of a block")
+        return B
 
     def stored(self, B: np.ndarray, what: str) -> np.ndarray:
         """A bound on |round(y)| for |y| <= B."""
@@ -82,7 +99,8 @@ class Ranges:
         """A bound on |x W + b| (as the semantics computes it) for |x| <= B."""
         W = np.abs(W)
         rows = np.flatnonzero(W.any(axis=1))
-        terms = B[rows, None] * W[rows]  # [rows, out]
+        with np.errstate(over="ignore"):  # an infinite bound is refused where it is used
+            terms = B[rows, None] * W[rows]  # [rows, out]
         if self.strict:
             out = self.total(terms.T, what)
             return self.fmt.round_array(up(out + np.abs(b)), what) if np.any(b) else out
@@ -103,9 +121,9 @@ def network_ranges(fmt: Format, strict: bool, arrays: dict, structure: dict, tok
         w = {k: arrays[f"{p}.{k}"] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")}
         heads = []
         for h in range(w["W_Q"].shape[0]):
-            q = r.dot(B, w["W_Q"][h], w["b_Q"][h], f"{p} queries")
-            k = r.dot(B, w["W_K"][h], w["b_K"][h], f"{p} keys")
-            v = r.dot(B, w["W_V"][h], w["b_V"][h], f"{p} values")
+            q = r.inside(r.dot(B, w["W_Q"][h], w["b_Q"][h], f"{p} queries"), f"{p} queries")
+            k = r.inside(r.dot(B, w["W_K"][h], w["b_K"][h], f"{p} keys"), f"{p} keys")
+            v = r.inside(r.dot(B, w["W_V"][h], w["b_V"][h], f"{p} values"), f"{p} values")
             if spec["mixer"] == "linear":
                 require(not spec.get("normalize"), f"{p}: the checker knows linear attention without a normaliser")
                 key_rows = w["W_K"][h].any(axis=1)
@@ -117,9 +135,13 @@ def network_ranges(fmt: Format, strict: bool, arrays: dict, structure: dict, tok
                 require(spec["mixer"] in ("attention", "block_sparse"), f"{p}: the checker has no range argument for "
                                                                          f"{spec['mixer']!r} layers")
                 if spec["mixer"] == "block_sparse":  # a summary is a mean of keys: an ordered sum, then divided
-                    summary = r.long_total(k, int(spec["block"]), f"{p} block sums") if strict else k
-                    r.total(q * summary, f"{p} block scores")
-                scores = r.total(q * k, f"{p} scores")
+                    if strict:
+                        summary = r.long_total(k, int(spec["block"]), f"{p} block sums")
+                    else:  # the mean of a block's keys, summed in float64 before the division
+                        summary = k
+                        r.inside(k * int(spec["block"]), f"{p} block sums")
+                    r.inside(r.total(q * summary, f"{p} block scores"), f"{p} block scores")
+                scores = r.inside(r.total(q * k, f"{p} scores"), f"{p} scores")
                 if strict:
                     r.stored(2 * scores, f"{p} score differences")
                     r.long_total(np.ones(1), length, f"{p} softmax denominators")
@@ -149,12 +171,14 @@ def _linear_read(r: Ranges, q, k, v, exact_keys, length: int, p: str) -> np.ndar
             term = np.outer(exact_keys[j], v)
             term = r.fmt.round_array(up(term), f"{p} states") if r.strict else up(term)
             state = r.fmt.round_array(up(state + term), f"{p} states")  # the state is stored every step
-    return r.total((q[:, None] * state).T, f"{p} read-outs")
+    return r.inside(r.total((q[:, None] * state).T, f"{p} read-outs"), f"{p} read-outs")
 
 
 def _mlp_ranges(r: Ranges, mlp: dict, B: np.ndarray, p: str) -> tuple[np.ndarray, np.ndarray]:
     W_in, b_in, W_out, b_out = mlp["W_in"], mlp["b_in"], mlp["W_out"], mlp["b_out"]
-    hidden = r.dot(B, W_in, b_in, f"{p} hidden units")  # relu never grows a magnitude
+    hidden = r.inside(r.dot(B, W_in, b_in, f"{p} hidden units"), f"{p} hidden units")  # relu never grows one
+    if not r.strict:  # every column, read or not, before the store (strict rounds, and bounds, each below)
+        r.inside(r.dot(hidden, W_out, b_out, f"{p} outputs"), f"{p} outputs")
     out_dirs = W_out.any(axis=0) | (b_out != 0)
     new = B.copy()
     for d in np.flatnonzero(out_dirs):

@@ -22,7 +22,10 @@ The argument, for query position i holding token a, whose partner is a* = (t - a
 3. Cases. Answer 1 (some partner j != i, attended): the matches share their mass equally, the query itself at
    most half of it, so V >= b + min(avg, (1 - eps) avg + eps L_non). Answer 0: V <= b + the largest U of a key
    that may be present.
-4. Rounding: theory stores the head output (error <= u |y| + eta per direction); strict rounds the softmax sum
+4. Rounding: theory stores the head output (error <= u |y| + eta per direction) and, since the executor computes
+   the inside of the block in float64, also bounds float64's error in the softmax, mix and head
+   (`numbers.float64_softmax_error`), in each z_p and in the MLP's sum (Higham's gamma_k at u = 2^-53; the two
+   units of a pair may round apart, so each counts); strict rounds the softmax sum
    (relative gamma_N: additions of floats have no absolute error), each weight (u relative + eta), the mix, the head
    output, each z_p and the MLP sum, bounded step by step with Higham's gamma_k = k u / (1 - k u). The verdict is
    stored (rounding is monotone) and both logits taken at the ends of its enclosure.
@@ -41,7 +44,8 @@ from fractions import Fraction
 import numpy as np
 
 from verify.checker.files import Weights
-from verify.checker.numbers import Format, down, exp_upper, number, up, upper_float
+from verify.checker.numbers import (Format, down, exp_upper, float64_gamma, float64_softmax_error, number, up,
+                                    upper_float)
 from verify.checker.products import affine, exact_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -186,7 +190,7 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     unit_values = np.isin(np.concatenate([v_tok, v_pos]), (-1.0, 0.0, 1.0)).all(axis=0)
     ref_max = np.maximum(np.abs(W_E).max(axis=0), np.abs(W_pos).max(axis=0))  # |x| per direction, any position
     perturbation = _Perturbation(fmt, strict, v_max, unit_values, np.abs(W_O[:, attn_dirs]), C, attn_dirs, ref_max,
-                                 weight, bias)
+                                 weight, bias, w["blocks.0.mlp.W_in"].shape[1])
     low = fmt.round_array(down(match_low - perturbation(counts, magnitude_match)), "the verdict")
     high = fmt.round_array(up(none_high + perturbation(counts, magnitude_none)), "the verdict")
 
@@ -264,8 +268,9 @@ class _Perturbation:
     """A bound on |computed V - (b + sum_p w_p |z_p(pi)|)| per query position (N keys) and token (`magnitude`
     bounds sum_p |w_p| |z_p(pi)| there): step 4 of the module docstring. Every operation rounds up."""
 
-    def __init__(self, fmt: Format, strict: bool, v_max, unit_values, W_O_attn, C, attn_dirs, ref_max, weight, bias):
-        self.fmt, self.strict = fmt, strict
+    def __init__(self, fmt: Format, strict: bool, v_max, unit_values, W_O_attn, C, attn_dirs, ref_max, weight, bias,
+                 hidden: int):
+        self.fmt, self.strict, self.hidden = fmt, strict, hidden
         self.v_max, self.unit_values, self.W_O_attn = v_max, unit_values, W_O_attn
         self.C_attn = np.abs(C[attn_dirs])
         self.width = int(np.count_nonzero(C, axis=0).max(initial=1))
@@ -287,10 +292,15 @@ class _Perturbation:
     def _bound(self, N: int, magnitude: np.ndarray) -> np.ndarray:
         u, eta = float(self.fmt.unit), float(self.fmt.eta)
         w, P = self.weight, self.weight.size
-        if not self.strict:
-            head_error = up(up(u * self.h_max) + eta)  # the stored head output
-            zeta = up(up(head_error @ self.C_attn) * (1 + 2.0 ** -50))
-            return np.full(magnitude.shape, up(up(w @ zeta) * (1 + 2.0 ** -50)))
+        widen = 1 + 2.0 ** -48  # float64 matrix products of nonnegative bounds, rounded up
+        if not self.strict:  # step 4, theory: the float64 head output, its store, z_p and V in float64
+            head_float = up(up(float64_softmax_error(N, self.W_O_attn.shape[0]) * self.h_max) * widen)
+            head_error = up(up(up(u * up(self.h_max + head_float)) + eta) + head_float)
+            g_dot, g_mlp = upper_float(float64_gamma(self.width)), upper_float(float64_gamma(self.hidden + 1))
+            zeta = up((head_error @ self.C_attn + 2 * g_dot * ((self.h_max + head_error) @ self.C_attn
+                                                               + self.ref_part)) * widen)
+            sum_size = up((magnitude + w @ zeta + self.bias) * widen)
+            return up((w @ zeta + g_mlp * sum_size) * widen)
         v = self.v_max
         g_sum = _gamma(N, u) if u else 0.0
         rho = up(up(u + g_sum) / down(1 - g_sum))  # |p_j - pi_j| <= rho pi_j + eta
@@ -298,7 +308,6 @@ class _Perturbation:
         terms = up(up(up(1 + u) * up(v * total_p)) + up(N * eta))  # >= sum_j |round(p_j v_j)|
         product_error = np.where(self.unit_values, 0.0, up(up(u * up(v * total_p)) + up(N * eta)))
         mix_error = up(up(up(v * up(rho + up(N * eta))) + product_error) + up(g_sum * terms))
-        widen = 1 + 2.0 ** -48  # float64 matrix products of nonnegative bounds, rounded up
         if self.selects:  # each attention direction copies one head column exactly
             head_error = up((mix_error @ self.W_O_attn) * widen)
         else:
@@ -338,8 +347,10 @@ def _block_choice(fmt: Format, strict: bool, q, k, partner, block: int, kept: in
     require((kappa > 0).all(), "a partner's key is zero where its query looks")
     if strict:  # rounded sums of nonnegative terms never drop below a term; rounding is monotone
         least = fmt.mul(lam, fmt.div(kappa, float(block), "a block summary"), "a block score")
-    else:
-        least = lam * kappa / block
-    require((least > 0).all(), "a block holding a partner may score 0 (underflow)")
+        require((least > 0).all(), "a block holding a partner may score 0 (underflow)")
+    else:  # exact, enclosed; the executor's float64 stand-in rounds its three steps, so it must stay far from 0
+        least = down(down(lam * down(kappa / block)) * (1 - 2.0 ** -50))
+        require((least >= 2.0 ** -1000).all(), "a block holding a partner may score 0 (float64 underflow in the "
+                                               "executor's stand-in for theory)")
     return {"block": block, "k": kept, "least_partner_block_score": float(least.min()),
             "partner_free_block_score": 0.0}

@@ -22,7 +22,9 @@
   output, the residual stream after each block) is rounded to the format; weights are rounded once. Inside a
   block the model is *exact*; here that is approximated by plain float64 (numpy's own summation order), which is
   not exact. A statement about all inputs under `theory` must come from the sound certifier in `verify`, which
-  recomputes margins with rigorous arithmetic; runs under this semantics are a fast approximation of it.
+  recomputes margins with rigorous arithmetic; runs under this semantics are a fast approximation of it, and a
+  theory certificate also bounds how far they can stray (docs/certificates.md): where it is confirmed, these runs
+  answer as the exact model does.
 * `mixed` -- GPU-kernel style: weights and every vector leaving a block are stored in the format, while the
   arithmetic inside a block (projections, scores, softmax, dot products) is done in fp32, op by op with index-order
   accumulation (i.e. `strict` at fp32). It needs a format whose values are all fp32 values.
