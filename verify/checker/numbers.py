@@ -332,4 +332,3 @@ def float64_softmax_error(keys: int, mixed: int) -> float:
     E, u, g_keys, g_mixed = FLOAT64_EXP_ERROR, Fraction(1, 2 ** 53), float64_gamma(keys), float64_gamma(mixed)
     theta = (1 + E) * (1 + u) / ((1 - E) * (1 - g_keys)) - 1
     return upper_float(theta + g_keys * (1 + theta) + g_mixed * (1 + theta) * (1 + g_keys))
-

@@ -44,8 +44,7 @@ from fractions import Fraction
 import numpy as np
 
 from verify.checker.files import Weights
-from verify.checker.numbers import (Format, down, exp_upper, float64_gamma, float64_softmax_error, number, up,
-                                    upper_float)
+from verify.checker.numbers import Format, down, exp_upper, float64_softmax_error, number, up, upper_float
 from verify.checker.products import affine, exact_matmul
 from verify.checker.ranges import network_ranges
 from verify.checker.refusal import require
@@ -296,7 +295,7 @@ class _Perturbation:
         if not self.strict:  # step 4, theory: the float64 head output, its store, z_p and V in float64
             head_float = up(up(float64_softmax_error(N, self.W_O_attn.shape[0]) * self.h_max) * widen)
             head_error = up(up(up(u * up(self.h_max + head_float)) + eta) + head_float)
-            g_dot, g_mlp = upper_float(float64_gamma(self.width)), upper_float(float64_gamma(self.hidden + 1))
+            g_dot, g_mlp = _gamma(self.width, 2.0 ** -53), _gamma(self.hidden + 1, 2.0 ** -53)  # float64's unit
             zeta = up((head_error @ self.C_attn + 2 * g_dot * ((self.h_max + head_error) @ self.C_attn
                                                                + self.ref_part)) * widen)
             sum_size = up((magnitude + w @ zeta + self.bias) * widen)
