@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from witness.arith import FLOAT64, arithmetic, parse_format
-from witness.errors import OverflowInFormat, ParameterError
+from witness.cli import main
+from witness.errors import OverflowInFormat, ParameterError, StandInOverflow
 from witness.execute import run
 from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.mixers import Attention
@@ -76,6 +77,35 @@ def test_mixed_computes_inside_blocks_in_fp32_and_stores_in_the_format():
 def test_theory_and_mixed_fixed_overflow_at_store():
     with pytest.raises(OverflowInFormat, match="fixed:2,2 overflow in store"):
         run(readout_network([[3.0]], [[2.0]], [[1.0]], [0.0]), [0], arithmetic("fixed:2,2", "theory"))
+
+
+def test_theory_refuses_a_run_whose_float64_stand_in_leaves_the_finite_numbers(tmp_path, capsys):
+    """Inside a block the exact model holds 2^600 * 2^600 = 2^1200, where float64 holds inf, which a zero weight then
+    turns into NaN. A theory run must say it cannot stand in there, not answer from the NaN. Non-finite operands
+    (masked scores' -inf, values the format's own rounding sent to inf) pass through as under strict."""
+    theory = arithmetic("fp64", "theory")
+    big = np.array([2.0 ** 600])
+    for step in (lambda: theory.mul(big, big), lambda: theory.add(np.array([1.7e308]), np.array([1.7e308])),
+                 lambda: theory.matmul(np.array([[2.0 ** 600, 1.0]]), np.array([[2.0 ** 600], [0.0]])),
+                 lambda: theory.sum(np.array([1.7e308, 1.7e308]), axis=-1), lambda: theory.exp(np.array([800.0]))):
+        with pytest.raises(StandInOverflow, match="float64 stand-in"):
+            step()
+    assert np.isnan(theory.mul(np.array([np.inf]), np.array([0.0]))).all()  # the format's inf, as under strict
+    assert theory.sub(np.array([-np.inf, 1.0]), 2.0).tolist() == [-np.inf, -1.0]
+    assert theory.add(np.array([np.inf]), np.array([1.0])).tolist() == [np.inf]
+    # through the executor: the query weight 2^600 meets the embedding 2^600 inside layer 0
+    network = uniform_attention_network([2.0 ** 600, 1.0])
+    arrays = network.state_dict()
+    arrays["blocks.0.attn.W_Q"] = np.full((1, 1, 1), 2.0 ** 600)
+    forged = network.with_arrays(arrays)
+    with pytest.raises(StandInOverflow):
+        run(forged, [0, 1], theory)
+    # strict is op by op in fp64, where inf is the format's own value: position 0's score inf * 0 is NaN, no answer
+    assert run(forged, [0, 1], arithmetic("fp64", "strict")).predictions.tolist() == [[-1, 0]]
+    forged.save(tmp_path / "forged.npz")  # the command line says unknown (status 3), in one line
+    assert main(["run", str(tmp_path / "forged.npz"), "--tokens", "0,1", "--format", "fp64", "--semantics",
+                 "theory"]) == 3
+    assert capsys.readouterr().err.startswith("witness: unknown: theory: the float64 stand-in")
 
 
 def test_describe_names_format_semantics_and_bits():

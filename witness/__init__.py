@@ -8,7 +8,8 @@
     True
 """
 
-from witness.errors import FileFormatError, InputError, OverflowInFormat, ParameterError, WitnessError
+from witness.errors import (FileFormatError, InputError, OverflowInFormat, ParameterError, StandInOverflow,
+                            WitnessError)
 from witness.io import load
 from witness.ir import Network
 from witness.network import rounded_weights_report  # importing witness.network gives Network its methods
@@ -16,4 +17,5 @@ from witness.registry import compile, construction_names
 from witness.tasks import Composition, TwoSum
 
 __all__ = ["compile", "construction_names", "load", "Network", "rounded_weights_report", "Composition", "TwoSum",
-           "WitnessError", "ParameterError", "InputError", "FileFormatError", "OverflowInFormat"]
+           "WitnessError", "ParameterError", "InputError", "FileFormatError", "OverflowInFormat",
+           "StandInOverflow"]

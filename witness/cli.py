@@ -28,7 +28,7 @@ from verify.search.sparse import search_sparse
 from witness.arith import Arithmetic, Format, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
 from witness.arith.semantics import SEMANTICS
-from witness.errors import InputError, WitnessError
+from witness.errors import InputError, StandInOverflow, WitnessError
 from witness.execute import run as execute_run
 from witness.io import load
 from witness.progress import quiet, set_quiet
@@ -852,6 +852,8 @@ def main(argv: list[str] | None = None) -> int:
             raise CliError(f"unrecognised arguments: {' '.join(extra)}")
         set_quiet(was_quiet or args.quiet)
         return args.handler(args, extra) or 0
+    except StandInOverflow as exc:  # the run could not decide: unknown, not bad input
+        return _error(str(exc), argv, EXIT_UNKNOWN)
     except WitnessError as exc:
         return _error(str(exc), argv)
     except BrokenPipeError:  # `witness ... | head`: the reader left; say so once, where it can still be read
@@ -869,12 +871,12 @@ def main(argv: list[str] | None = None) -> int:
         set_quiet(was_quiet)
 
 
-def _error(message: str, argv: list[str]) -> int:
+def _error(message: str, argv: list[str], status: int = EXIT_BAD_INPUT) -> int:
     message = " ".join(message.split())  # one line, whatever the message held
-    print(f"witness: error: {message}", file=sys.stderr)
+    print(f"witness: {'unknown' if status == EXIT_UNKNOWN else 'error'}: {message}", file=sys.stderr)
     if "--json" in argv:
-        print(json.dumps({"error": message, "exit": EXIT_BAD_INPUT}))
-    return EXIT_BAD_INPUT
+        print(json.dumps({"error": message, "exit": status}))
+    return status
 
 
 if __name__ == "__main__":

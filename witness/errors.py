@@ -25,6 +25,11 @@ class OverflowInFormat(WitnessError, ArithmeticError):
     """A fixed-point value left the representable range; the message names the operation and position."""
 
 
+class StandInOverflow(WitnessError, ArithmeticError):
+    """Under `theory` a float64 step inside a block left the finite numbers from finite operands: the exact model's
+    value there is finite, so the run cannot stand in for it (the CLI reports such a run as unknown, status 3)."""
+
+
 class TrainingDiverged(ParameterError):
     """Training left the finite numbers (a loss or weight became inf or NaN); the message names the layers' mixers,
     the step, the seed and the learning rate, so the run can be retried with a smaller `lr`."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import gmpy2
 import numpy as np
@@ -48,7 +49,7 @@ from witness.arith.base import Arithmetic
 from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, parse_format
 from witness.arith.kernels import (NO_ROUNDING, ROUND_FIXED, ROUND_FLOAT, float_parameters, matmul_parameters,
                                    ordered_matmul, round_fixed_array)
-from witness.errors import OverflowInFormat, ParameterError
+from witness.errors import OverflowInFormat, ParameterError, StandInOverflow
 
 SEMANTICS = ("strict", "theory", "mixed")
 
@@ -227,9 +228,58 @@ class MixedArithmetic(StrictArithmetic):
 
 
 class TheoryArithmetic(_Rounded):
-    """Weights and every vector leaving a block rounded to the format; float64 inside blocks (see module doc)."""
+    """Weights and every vector leaving a block rounded to the format; float64 inside blocks (see module doc).
+
+    Inside a block the exact model holds a finite value wherever the step's operands are finite. So a float64 step
+    whose result is ±inf or NaN although its operands are finite (2^600 * 2^600, exp(800)) no longer stands in for
+    the exact model: it raises `StandInOverflow` naming the step, instead of letting the inf meet a zero weight and a
+    NaN reach the answer. Non-finite operands pass through as under `strict`: a masked score (-inf), or a value the
+    format's own rounding sent to ±inf when it was stored (the format's overflow, which the model has too)."""
 
     semantics = "theory"
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _stand_in(np.add, "add", a, b)
+
+    def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _stand_in(np.subtract, "sub", a, b)
+
+    def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _stand_in(np.multiply, "mul", a, b)
+
+    def div(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _stand_in(np.divide, "div", a, b)
+
+    def exp(self, a: np.ndarray) -> np.ndarray:
+        return _stand_in(np.exp, "exp", a)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _stand_in(np.matmul, "matmul", a, b, elementwise=False)
+
+    def sum(self, a: np.ndarray, axis: int) -> np.ndarray:
+        return _stand_in(lambda x: x.sum(axis=axis, keepdims=True), "sum", a, elementwise=False)
+
+
+def _stand_in(function: Any, operation: str, *operands: np.ndarray, elementwise: bool = True) -> np.ndarray:
+    """`function(*operands)` in float64, or `StandInOverflow` at the first non-finite entry whose operands are all
+    finite (for a contraction, `elementwise=False`, an entry's operands are all of its operands' entries)."""
+    operands = tuple(np.asarray(operand, dtype=np.float64) for operand in operands)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        result = np.asarray(function(*operands))
+    if np.isfinite(result).all():
+        return result
+    if elementwise:
+        from_finite = np.logical_and.reduce([np.isfinite(np.broadcast_to(o, result.shape)) for o in operands])
+    else:
+        from_finite = all(np.isfinite(o).all() for o in operands)
+    wrong = ~np.isfinite(result) & from_finite
+    if wrong.any():
+        index = tuple(int(i) for i in np.argwhere(wrong)[0])
+        raise StandInOverflow(f"theory: the float64 stand-in for exact arithmetic gave {result[index]} at "
+                              f"{operation} index {index} from finite operands, where the exact model holds a "
+                              "finite value, so this run cannot say what the exact model computes (certify proves "
+                              "such networks)")
+    return result
 
 
 def _exp_nearest(x: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
