@@ -84,3 +84,34 @@ def test_an_L2_curve_trains_with_the_hop_weight_it_is_given_and_says_so(tmp_path
     assert {r["hop_weight"] for r in curve["rows"]} == {0.5}
     assert "hop targets (each intermediate hop read out after its layer) of weight 0.5" in (
         out / "capacity.md").read_text()
+
+
+def test_a_curve_reusing_stored_rows_equals_the_curve_trained_whole_and_a_stale_one_is_refused(tmp_path, capsys):
+    """--reuse keeps the stored sizes and trains the rest; the result must be the curve a fresh run of every size
+    writes, row for row. A stored row the code no longer reproduces, or another protocol, is refused in one line."""
+    base = ["--seeds", "1", "--steps", "3", "--H", "1", "--d-head", "2", "--d-model", "8", "--mixers", "deltanet",
+            "--eval-inputs", "32", "--quiet"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["capacity", "--sizes", "4", "6", "--out", str(whole)] + base) == 0
+    assert main(["capacity", "--sizes", "4", "--out", str(part)] + base) == 0
+    stored = json.loads((part / "capacity.json").read_text())
+    assert main(["capacity", "--sizes", "4", "6", "--out", str(part), "--reuse", str(part)] + base) == 0
+
+    def without_seconds(curve):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in curve["rows"]]
+
+    extended = json.loads((part / "capacity.json").read_text())
+    assert without_seconds(extended) == without_seconds(json.loads((whole / "capacity.json").read_text()))
+    assert [r["seconds"] for r in extended["rows"] if r["size"] == 4] == [r["seconds"] for r in stored["rows"]]
+    capsys.readouterr()
+
+    stale = json.loads((part / "capacity.json").read_text())
+    for r in stale["rows"]:
+        r["final_loss"] += 1e-9
+    (part / "capacity.json").write_text(json.dumps(stale))
+    assert main(["capacity", "--sizes", "4", "6", "8", "--out", str(part), "--reuse", str(part)] + base) == 2
+    assert "retrained here gives final_loss" in capsys.readouterr().err
+    assert main(["capacity", "--sizes", "4", "6", "--out", str(whole), "--reuse", str(whole), "--steps", "4"]
+                + base[:2] + base[4:]) == 2
+    err = capsys.readouterr().err
+    assert "steps = 3" in err and len(err.strip().splitlines()) == 1

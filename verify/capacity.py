@@ -22,6 +22,7 @@ so at every point.
     spec = CapacitySpec(L=1, sizes=(8, 16, 32), H=1, d_head=4, d_model=32, format="fp16")
     curve = capacity(spec)                 # rows: one per (N, architecture, seed)
     write(curve, "out/capacity")           # capacity.json, capacity.md, capacity.png
+    wider = capacity(dataclasses.replace(spec, sizes=(4, 8, 16, 32)), stored=(curve,))  # trains N = 4 only
 """
 
 from __future__ import annotations
@@ -127,13 +128,59 @@ def point_job(job: dict[str, Any]) -> dict[str, Any]:
             "budget": cost.as_dict()}
 
 
-def capacity(spec: CapacitySpec, engine: Engine = Engine()) -> dict[str, Any]:
-    """Every point of the curve (a `witness.sweep` over size x architecture x seed) and its summary."""
+#: What a stored row must reproduce, bit for bit, before a curve reuses the rows stored beside it (`extend`).
+REPLAYED = ("accuracy", "accuracy_fp64", "final_loss", "steps", "hop_weight")
+
+
+def capacity(spec: CapacitySpec, engine: Engine = Engine(), stored: tuple[dict[str, Any], ...] = ()
+             ) -> dict[str, Any]:
+    """Every point of the curve (a `witness.sweep` over size x architecture x seed) and its summary. With `stored`
+    curves (`write` wrote them, with the same protocol: see `reusable_rows`), their rows at sizes of `spec` are
+    kept, the first curve's where two hold a size, and only the other sizes train."""
     names = list(spec.architectures())
+    kept: list[dict[str, Any]] = []
+    for curve in stored:
+        have = {row["size"] for row in kept}
+        kept += [row for row in reusable_rows(spec, curve, engine) if row["size"] not in have]
+    done = {row["size"] for row in kept}
     jobs = [{"spec": _plain_spec(spec), "size": size, "architecture": name, "seed": seed}
-            for size in spec.sizes for name in names for seed in spec.seeds]
-    rows = sweep(point_job, jobs, engine, progress="capacity points")
+            for size in spec.sizes if size not in done for name in names for seed in spec.seeds]
+    trained = sweep(point_job, jobs, engine, progress="capacity points")
+    order = {(size, name, seed): index for index, (size, name, seed) in enumerate(
+        (size, name, seed) for size in spec.sizes for name in names for seed in spec.seeds)}
+    rows = sorted(kept + trained, key=lambda row: order[row["size"], row["architecture"], row["seed"]])
     return {"spec": _plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
+
+
+def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) -> list[dict[str, Any]]:
+    """The rows of `stored` at sizes of `spec`, after two checks that make them this code's rows: the stored
+    protocol equals `spec` in every field but `sizes` (a ParameterError names the first that differs), and the
+    stored row that trained fastest, retrained here from its seed, reproduces its `REPLAYED` fields bit for bit
+    (training is deterministic, so a difference means the trainer or executor changed since, and the whole curve
+    must be retrained)."""
+    try:
+        old = CapacitySpec(**stored["spec"])
+        rows = list(stored["rows"])
+    except (KeyError, TypeError) as exc:
+        raise ParameterError(f"the stored curve is not one `witness capacity` wrote ({exc})") from None
+    for field in asdict(spec):
+        if field != "sizes" and getattr(old, field) != getattr(spec, field):
+            raise ParameterError(f"the stored curve trained with {field} = {getattr(old, field)!r}, this one with "
+                                 f"{getattr(spec, field)!r}: only sizes may differ when a curve is extended")
+    kept = [row for row in rows if row["size"] in spec.sizes]
+    if not kept:
+        return []
+    probe = min(kept, key=lambda row: row["seconds"])
+    replay = sweep(point_job, [{"spec": _plain_spec(spec), "size": probe["size"],
+                                "architecture": probe["architecture"], "seed": probe["seed"]}], engine,
+                   progress="replaying a stored point")[0]
+    differ = [f"{field} {replay[field]!r} (stored {probe[field]!r})" for field in REPLAYED
+              if replay[field] != probe[field]]
+    if differ:
+        raise ParameterError(f"the stored point N = {probe['size']}, {probe['architecture']}, seed {probe['seed']} "
+                             f"retrained here gives {'; '.join(differ)}: the code changed since the curve was "
+                             "stored, so retrain it whole")
+    return kept
 
 
 def _plain_spec(spec: CapacitySpec) -> dict[str, Any]:
@@ -265,4 +312,4 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["CapacitySpec", "capacity", "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "capacity", "reusable_rows", "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]

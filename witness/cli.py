@@ -625,7 +625,14 @@ def cmd_capacity(args: argparse.Namespace, extra: list[str]) -> None:
                                  seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
                                  mixers=tuple(args.mixers), linear_per_gap=args.linear_per_gap,
                                  eval_inputs=args.eval_inputs, hop_weight=args.hop_weight)
-    curve = capacity.capacity(spec, Engine(args.workers, args.scheduler))
+    stored = []
+    for folder in args.reuse or ():
+        source = Path(folder) / "capacity.json"
+        try:
+            stored.append(json.loads(source.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--reuse: cannot read {source} ({exc})") from None
+    curve = capacity.capacity(spec, Engine(args.workers, args.scheduler), tuple(stored))
     capacity.write(curve, out)
     _emit(args, curve, capacity.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
 
@@ -790,6 +797,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--eval-inputs", type=int, default=2048)
     add_hop_weight_option(cmd)
     cmd.add_argument("--out", required=True, metavar="DIR")
+    cmd.add_argument("--reuse", nargs="+", metavar="DIR",
+                     help="keep these curves' rows at the requested sizes (same protocol; from each, one row is "
+                          "retrained first and must match bit for bit) and train only the sizes none of them holds")
     add_engine_options(cmd)
 
     cmd = command("separation", cmd_separation, "the smallest size at which the (L+1)-layer construction, certified "
