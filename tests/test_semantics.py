@@ -173,3 +173,20 @@ def test_a_run_too_large_for_the_machine_is_refused_before_it_allocates(monkeypa
         run(network, tokens)
     monkeypatch.setattr(resources, "available_bytes", lambda: 2 * estimate)
     assert run(network, tokens[:10]).predictions.shape == (10, 1)
+
+
+def test_a_precision_search_counts_a_run_that_cannot_stand_in_as_unknown_not_failed():
+    """A format whose theory run leaves float64's finite numbers decides nothing about the exact model: the search
+    records it as unknown with the reason and goes on to the next format."""
+    from verify.precision import min_precision
+    from verify.result import Result, Status
+
+    def checker(fmt, semantics):
+        if fmt.bits < 6:
+            raise StandInOverflow("theory: the float64 stand-in for exact arithmetic gave inf")
+        return Result(Status.VERIFIED, "exhaustive", {"format": fmt.name, "semantics": semantics}, 1, 0)
+
+    found = min_precision(checker, "float", "theory", max_bits=8)
+    assert found.p == 6
+    assert {trial.status for trial in found.below} == {"unknown"}
+    assert all("stand-in" in trial.note for trial in found.below)
