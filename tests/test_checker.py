@@ -339,6 +339,25 @@ def test_a_2sum_layer_without_its_causal_flag_is_not_read_as_bidirectional(tmp_p
     assert (predictions != task.answers(tokens)).any(axis=1).sum() > 1000  # the file really runs causal
 
 
+@pytest.mark.parametrize("option", ["block", "k"])
+def test_a_block_sparse_span_the_executor_refuses_to_load_is_refused(tmp_path, option):
+    """A fifth review: a genuine (2,1)-sparse file with block or k raised to 2^25 in its header (the executor loads
+    spans up to 2^24 only) was confirmed. No wrong answer followed, as nothing runs it; the checker now requires
+    the executor's limits."""
+    path = tmp_path / "sparse.npz"
+    witness.io.save(witness.compile("two_sum_sparse", n=8, M=4, t=0, block=2, k=1), path)
+    claim = {"task": "two_sum", "params": {"n": 8, "M": 4, "t": 0, "causal": False}, "format": "fp32",
+             "semantics": "strict"}
+    assert reproved(path, claim)
+    arrays, head = file_parts(path)
+    head["structure"]["layers"][0][option] = 2 ** 25
+    write_file(path, arrays, head)
+    with pytest.raises(checker.Refused, match=r"must be integers in \[1, 2\^24\]"):
+        reproved(path, claim)
+    with pytest.raises(witness.FileFormatError, match=option):
+        witness.io.load(path)
+
+
 def with_unread_direction(tmp_path, m, layer, units, head_writes=0.0, bias=0.0):
     """composition L = 1, m, stored with one more residual direction, "junk", that nothing reads, written by
     `units` added to blocks.{layer}.mlp: (reads {direction: weight}, hidden bias, output weight), by the head column
@@ -467,6 +486,111 @@ def test_a_value_the_exact_model_holds_but_float64_overflows_is_refused_under_th
         reproved(path, composition_claim(4, "theory", "fp64"))
     with pytest.raises(witness.StandInOverflow, match="float64 stand-in"):
         wrong_answers(path, 4, "theory", "fp64")
+
+
+def _flat_mix_just_below_fp32_overflow(tmp_path, N=1007):
+    """composition L = 2, m = 1, n = [N] with layer 0 rewritten (a fifth review's forgery): the seed position attends
+    flat over the N entries of z_2, whose value coordinate is V = 2 - 2^-24 - 3 2^-48 for every token >= 1, and
+    W_O = 2^127 writes it to a direction "dstar" that nothing reads. The exact head V 2^127 lies below fp32's
+    overflow midpoint (2 - 2^-24) 2^127; the executor's float64 mix of N equal values exceeds V by about 60 2^-53,
+    so the stored head is inf there, and inf times the next layer's zero key weights is NaN."""
+    path = tmp_path / "flat.npz"
+    witness.io.save(witness.compile("composition", L=2, m=1, n=[N]), path)
+    arrays, head = file_parts(path)
+    arrays = {name: a.astype(np.float64) for name, a in arrays.items()}
+    new = ["big1", "big2", "pstar", "dstar"]
+    big1, big2, pstar, dstar = range(len(head["basis"]), len(head["basis"]) + len(new))
+    residual_axis = {"W_E": 1, "W_pos": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "W_O": 2, "b_O": 0, "W_in": 0, "W_out": 1,
+                     "b_out": 0, "W_U": 0}
+    for name, a in arrays.items():
+        axis = residual_axis.get(name.split(".")[-1])
+        if axis is not None:
+            widths = [(0, 0)] * a.ndim
+            widths[axis] = (0, len(new))
+            arrays[name] = np.pad(a, widths)
+    basis = head["basis"] + new
+    n = N + 3
+    arrays["embed.W_E"][1:N, big1] = 1.0
+    arrays["embed.W_E"][1:N, big2] = 2.0 ** -24
+    arrays["pos_embed.W_pos"][n - 2, pstar] = 1.0
+    p, m = "blocks.0.attn", "blocks.0.mlp"
+    arrays[f"{p}.W_V"][:] = 0.0
+    arrays[f"{p}.W_V"][0, big1, 0] = 2 - 2.0 ** -23
+    arrays[f"{p}.W_V"][0, big2, 0] = 1 - 3 * 2.0 ** -24
+    arrays[f"{p}.W_O"][:] = 0.0
+    arrays[f"{p}.W_O"][0, 0, dstar] = 2.0 ** 127
+    arrays[f"{p}.W_Q"][0, pstar, 1] = 60.0
+    arrays[f"{p}.W_K"][0, basis.index("type:z2"), 1] = 1.0
+    arrays[f"{m}.W_in"][:] = 0.0
+    arrays[f"{m}.W_out"][:] = 0.0
+    for label in basis:
+        if label.startswith("R0["):
+            arrays[f"{m}.b_out"][basis.index(label)] = -1.0  # the code of i_0 = 0, the only seed (m = 1)
+    write_file(path, arrays, dict(head, basis=basis))
+    return path
+
+
+def test_a_theory_mix_is_bounded_with_float64_error_at_every_position(tmp_path):
+    """The range check bounded a theory mix by its largest value, true of the exact model only: the forgery above
+    was confirmed at fp32 theory, and `witness run --semantics theory` answers 16 of 20 random inputs wrongly. The
+    mix bound is now widened by float64's softmax error, as the read position's head already was."""
+    path = _flat_mix_just_below_fp32_overflow(tmp_path)
+    claim = {"task": "composition", "params": {"L": 2, "m": 1, "n": [1007], "layout": "paper"}, "format": "fp32",
+             "semantics": "theory"}
+    with pytest.raises(checker.Refused, match="head output.*overflow"):
+        reproved(path, claim)
+    tokens = np.array([1] * 1007 + [0, 0, 1007])
+    with np.errstate(all="ignore"):
+        outputs = witness.execute.run(witness.io.load(path), tokens, arithmetic("fp32", "theory"), trace=True)
+    assert not np.isfinite(outputs.trace["blocks.0.attn.hook_result"]).all()
+    assert outputs.predictions[0, 0] != witness.Composition(L=2, m=1, n=(1007,)).answers(tokens[None])[0]
+
+
+def test_a_linear_state_product_that_float64_rounds_is_refused_under_theory(tmp_path):
+    """A fifth review's forgery of composition_hybrid (L = 1, m = 2): at z0 the linear layer's key is
+    k = 1 + 2^-11 - 2^-43 and the value v = val (1 + 2^-43), each exact in float64, but fl64(k v) = 1 + 2^-11 is an
+    fp16 tie (stored as 1) while the exact product lies above it (stored as 1 + 2^-10). An extra MLP unit
+    relu(fetch[0] - 1) (-2048) writes R0[0] only in the exact model. The proof took the state entry as the float64
+    product and was confirmed; a theory state product must now be exact in float64."""
+    path = tmp_path / "hybrid.npz"
+    witness.io.save(witness.compile("composition_hybrid", L=1, m=2), path)
+    arrays, head = file_parts(path)
+    arrays = {name: a.astype(np.float64) for name, a in arrays.items()}
+    residual_axis = {"W_E": 1, "W_pos": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "W_O": 2, "b_O": 0, "W_in": 0, "W_out": 1,
+                     "b_out": 0, "W_U": 0}
+    for name, a in arrays.items():
+        axis = residual_axis.get(name.split(".")[-1])
+        if axis is not None:
+            widths = [(0, 0)] * a.ndim
+            widths[axis] = (0, 3)
+            arrays[name] = np.pad(a, widths)
+    basis = head["basis"] + ["fx_a", "fx_b", "fx_e"]
+    a, b, e = len(basis) - 3, len(basis) - 2, len(basis) - 1
+    z0, val0, fetch0, r0 = 2, basis.index("val[0]"), basis.index("fetch[0]"), basis.index("R0[0]")
+    arrays["pos_embed.W_pos"][z0, a] = 1.0
+    arrays["pos_embed.W_pos"][z0, b] = 2.0 ** -20
+    arrays["blocks.0.attn.W_K"][0, a, 0] = 2.0 ** -11
+    arrays["blocks.0.attn.W_K"][0, b, 0] = -(2.0 ** -23)
+    arrays["embed.W_E"][:, e] = arrays["embed.W_E"][:, val0] * 2.0 ** -20
+    coordinate = int(np.flatnonzero(arrays["blocks.0.attn.W_V"][0, val0])[0])
+    arrays["blocks.0.attn.W_V"][0, e, coordinate] = 2.0 ** -23
+    unit = np.zeros((len(basis), 1))
+    unit[fetch0] = 1.0
+    arrays["blocks.0.mlp.W_in"] = np.concatenate([arrays["blocks.0.mlp.W_in"], unit], axis=1)
+    arrays["blocks.0.mlp.b_in"] = np.append(arrays["blocks.0.mlp.b_in"], -1.0)
+    arrays["blocks.0.mlp.W_out"] = np.concatenate([arrays["blocks.0.mlp.W_out"], -2048.0 * np.eye(1, len(basis), r0)])
+    write_file(path, arrays, dict(head, basis=basis))
+    with pytest.raises(checker.Refused, match="state"):
+        reproved(path, composition_claim(2, "theory"))
+    k, v = 1 + Fraction(1, 2 ** 11) - Fraction(1, 2 ** 43), 1 + Fraction(1, 2 ** 43)
+    fp16 = parse_format("fp16")
+    assert fp16.round(Fraction(float(k) * float(v))) == 1 and fp16.round(k * v) == 1 + Fraction(1, 2 ** 10)
+
+
+def test_a_single_answer_composition_is_certified_not_an_internal_error():
+    """m = 1 has one answer column, so no other logit to beat: certify stopped with an OverflowError."""
+    network = witness.compile("composition", L=1, m=1)
+    assert certify(network, arithmetic("fp16", "strict")).status is Status.VERIFIED
 
 
 def test_the_checker_assumes_the_float64_exp_error_the_executor_assumes():

@@ -370,7 +370,12 @@ class _Proof:
             # state row i: round(phi(k_t*)_i v(tau)) (added to an exact zero, stored); other rows meet q_i = 0
             state = np.zeros(target_values.shape[:1] + (rows.size,) + target_values.shape[1:])
             for k, i in enumerate(rows):
-                state[:, k] = fmt.mul(keys[target, i], target_values, f"{p} state")
+                if strict:  # both factors are format values: one float64 product, then one rounding
+                    state[:, k] = fmt.mul(keys[target, i], target_values, f"{p} state")
+                else:  # theory: k and v are exact sums with more bits than the format; the exact model stores
+                    # round(k v), the executor round(fl64(k v)): the two agree only where fl64 is exact
+                    product = exact_matmul(target_values[..., None], np.array([[keys[target, i]]]), f"{p} state")
+                    state[:, k] = fmt.round_array(product[..., 0], f"{p} state")
             if strict:  # the read-out sum over i in index order
                 read = np.zeros(target_values.shape)
                 for k, i in enumerate(rows):
@@ -398,10 +403,13 @@ class _Proof:
         best_other = others.max(axis=1)
         require((right > best_other).all(), "the readout's answer logit does not beat every other logit for some "
                                              "final state")
-        gaps = right - best_other  # rounded; the exact least gap is among those within a relative 2^-40 of it
-        near = np.flatnonzero(gaps <= gaps.min() * (1 + 2.0 ** -40))
-        worst = min(Fraction(float(right[i])) - Fraction(float(best_other[i])) for i in near)
+        if not np.isfinite(best_other).any():  # a single answer column: no other logit to beat
+            worst = None
+        else:
+            gaps = right - best_other  # rounded; the exact least gap is among those within a relative 2^-40 of it
+            near = np.flatnonzero(gaps <= gaps.min() * (1 + 2.0 ** -40))
+            worst = min(Fraction(float(right[i])) - Fraction(float(best_other[i])) for i in near)
         require(sorted(set(answers.tolist())) == list(range(self.task.value_vocab)),
                 "the final states do not cover every answer")
         return {"directions": [self.labels[d] for d in np.flatnonzero(read)], "final_states": int(states.shape[0]),
-                "worst_margin": number(worst)}
+                "worst_margin": None if worst is None else number(worst)}

@@ -311,15 +311,20 @@ def _ranges(d: Description, fmt: Format) -> list[float]:
         B = B + largest
     B = fmt.round_array(up(B), "the embedding")
     ranges = Ranges(fmt, strict=False)
+    # The mix is a convex combination in the exact model; the executor's float64 stand-in may exceed it by its
+    # softmax error (no executor holds 2^50 tokens: there the bound is about the exact model, as in `_layer`).
+    n = d.task.prompt_length
+    mix_error = float64_softmax_error(n, 1) if n < 2 ** 50 else 0.0
     out = []
     for l, layer in enumerate(d.layers):
         # finite in float64, where the executor computes theory's exact inside of a block (`ranges`)
         q, k = (ranges.inside(up(layer[f"W_{x}"].magnitude_product(B) + np.abs(layer[f"b_{x}"].dense())),
                               f"blocks.{l} {name}") for x, name in (("Q", "queries"), ("K", "keys")))
         ranges.inside(up(up(q @ k) * (1 + 2.0 ** -40)), f"blocks.{l} scores")
-        v = up(layer["W_V"].magnitude_product(B) + np.abs(layer["b_V"].dense()))  # the mix is a convex combination
+        v = up(layer["W_V"].magnitude_product(B) + np.abs(layer["b_V"].dense()))
         ranges.inside(v, f"blocks.{l} values")
-        head = fmt.round_array(layer["W_O"].magnitude_product(v), f"blocks.{l} head output")
+        mix = up(v * up(1 + mix_error))
+        head = fmt.round_array(layer["W_O"].magnitude_product(mix), f"blocks.{l} head output")
         attn = fmt.round_array(up(head + np.abs(layer["b_O"].dense())), f"blocks.{l} attention output")
         B = fmt.round_array(up(B + attn), f"blocks.{l} residual stream")
         B = _mlp_ranges(ranges, layer, B, f"blocks.{l}.mlp")

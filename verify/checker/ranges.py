@@ -8,7 +8,8 @@ to the next float64 up bounds the exact value it rounded. Under `strict` an orde
 then at most the fold A <- round(A + T_i) of the bounds (each term itself rounded); under `theory` the exact sum is
 at most the float64 sum of nonnegative terms times 1 + (k + 2) 2^-51 (any order: Higham's gamma_k, k terms).
 
-Softmax weights lie in [0, 1] and under `theory` the mix is a convex combination (|mix_c| <= max |v_c|); under
+Softmax weights lie in [0, 1] and under `theory` the mix is a convex combination (|mix_c| <= max |v_c|), which the
+executor's float64 stand-in exceeds by at most its softmax error (`numbers.float64_softmax_error`); under
 `strict` the mix is an ordered sum of n rounded products of weights <= 1 with values. A linear layer's state is
 the ordered sum over positions of phi(k_j) v_j^T, stored every step; where its keys read only position-only
 directions the exact keys are used, so a coordinate nonzero at few positions sums few terms. An MLP output
@@ -29,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.checker.numbers import Format, up
+from verify.checker.numbers import Format, float64_softmax_error, up
 from verify.checker.products import affine
 from verify.checker.refusal import require
 
@@ -79,13 +80,15 @@ class Ranges:
 
     def softmax_mix(self, v: np.ndarray, count: int, what: str) -> np.ndarray:
         """A bound on |sum_j p_j v_j| for softmax weights p over `count` keys, |v_j| <= v. Theory: a convex
-        combination, at most v. Strict: the fold of `count` terms v, or, when count u < 1/2, the relative bound:
-        the denominator is sum_j e_j (1 + theta) with |theta| <= gamma = gamma_count (float additions err only
+        combination, at most v, widened by float64's error in the executor's stand-in. Strict: the fold of `count`
+        terms v, or, when count u < 1/2, the relative bound: the denominator is sum_j e_j (1 + theta) with |theta| <= gamma = gamma_count (float additions err only
         relatively; fixed ones not at all), each weight round(e_j / D) <= (e_j / D)(1 + u) + eta, so
         sum_j p_j <= (1 + u) / (1 - gamma) + count eta, and the ordered sum of the rounded products is at most
         ((1 + u) v sum_j p_j + count eta)(1 + gamma)."""
-        if not self.strict:
-            return v
+        if not self.strict:  # exactly a convex combination, at most v; but the executor's theory runs compute the
+            # softmax and the mix in float64, whose weights may sum past 1 and whose sum rounds: widen by that error
+            # (numbers.float64_softmax_error, as the proofs widen the read position's head)
+            return up(np.asarray(v, dtype=np.float64) * up(1 + float64_softmax_error(count, 1)))
         folded = self.long_total(v, count, what)
         u, eta = float(self.fmt.unit), float(self.fmt.eta)
         if count * u >= 0.5:

@@ -111,8 +111,11 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     counts = visible.sum(axis=1)
     if spec["mixer"] == "block_sparse":
         block, kept = spec.get("block"), spec.get("k")
-        require(type(block) is int and type(kept) is int and block >= 1 and kept >= 0,
-                f"the block-sparse layer's block ({block!r}) and k ({kept!r}) must be integers >= 1 and >= 0")
+        # The executor's loader (witness.mixers.softmax.check_span) refuses block outside [1, 2^24] and k outside
+        # [0, 2^24]: a file it would not run is no network the claim can be about.
+        require(type(block) is int and type(kept) is int and 1 <= block <= 2 ** 24 and 0 <= kept <= 2 ** 24,
+                f"the block-sparse layer's block ({block!r}) and k ({kept!r}) must be integers in [1, 2^24] and "
+                f"[0, 2^24]")
         record["block_choice"] = _block_choice(fmt, strict, q, k, partner, block, kept)
         start = np.arange(n) // block * block
         own = np.arange(n) - start + 1 if task.causal else np.minimum(start + block, n) - start
