@@ -363,15 +363,7 @@ def with_unread_direction(tmp_path, m, layer, units, head_writes=0.0, bias=0.0):
     `units` added to blocks.{layer}.mlp: (reads {direction: weight}, hidden bias, output weight), by the head column
     that writes fetch[0] times `head_writes`, and by the MLP's output bias `bias`. Only the range check sees it."""
     path = tmp_path / "composition.npz"
-    witness.io.save(witness.compile("composition", L=1, m=m), path)
-    arrays, head = file_parts(path)
-    basis = head["basis"] + ["junk"]
-    residual_axis = {"W_E": 1, "W_pos": 1, "W_O": 2, "W_out": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "b_O": 0, "b_out": 0,
-                     "W_in": 0, "W_U": 0}
-    for name, a in arrays.items():  # the new direction, zero everywhere
-        axis = residual_axis.get(name.rsplit(".", 1)[-1])
-        if axis is not None:
-            arrays[name] = np.pad(a.astype(np.float64), [(0, int(i == axis)) for i in range(a.ndim)])
+    arrays, head, basis = with_new_directions(path, witness.compile("composition", L=1, m=m), ["junk"])
     junk, W_O = len(basis) - 1, arrays["blocks.0.attn.W_O"]
     W_O[0, np.flatnonzero(W_O[0, :, basis.index("fetch[0]")])[0], junk] = head_writes
     mlp = f"blocks.{layer}.mlp."
@@ -386,6 +378,24 @@ def with_unread_direction(tmp_path, m, layer, units, head_writes=0.0, bias=0.0):
     arrays[mlp + "W_out"] = np.concatenate([arrays[mlp + "W_out"], units_out])
     write_file(path, arrays, {**head, "basis": basis})
     return path
+
+
+#: The axis of each array that runs over residual directions.
+RESIDUAL_AXIS = {"W_E": 1, "W_pos": 1, "W_O": 2, "W_out": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "b_O": 0, "b_out": 0,
+                 "W_in": 0, "W_U": 0}
+
+
+def with_new_directions(path, network, labels):
+    """`network` saved at `path`, then read back as a forger edits it: float64 arrays with residual directions
+    `labels` appended, zero everywhere, and the basis that names them."""
+    witness.io.save(network, path)
+    arrays, head = file_parts(path)
+    for name, a in arrays.items():
+        axis = RESIDUAL_AXIS.get(name.rsplit(".", 1)[-1])
+        arrays[name] = a.astype(np.float64)
+        if axis is not None:
+            arrays[name] = np.pad(arrays[name], [(0, len(labels) if i == axis else 0) for i in range(a.ndim)])
+    return arrays, head, head["basis"] + list(labels)
 
 
 def wrong_answers(path, m, semantics, fmt="fp16"):
@@ -495,20 +505,9 @@ def _flat_mix_just_below_fp32_overflow(tmp_path, N=1007):
     overflow midpoint (2 - 2^-24) 2^127; the executor's float64 mix of N equal values exceeds V by about 60 2^-53,
     so the stored head is inf there, and inf times the next layer's zero key weights is NaN."""
     path = tmp_path / "flat.npz"
-    witness.io.save(witness.compile("composition", L=2, m=1, n=[N]), path)
-    arrays, head = file_parts(path)
-    arrays = {name: a.astype(np.float64) for name, a in arrays.items()}
     new = ["big1", "big2", "pstar", "dstar"]
-    big1, big2, pstar, dstar = range(len(head["basis"]), len(head["basis"]) + len(new))
-    residual_axis = {"W_E": 1, "W_pos": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "W_O": 2, "b_O": 0, "W_in": 0, "W_out": 1,
-                     "b_out": 0, "W_U": 0}
-    for name, a in arrays.items():
-        axis = residual_axis.get(name.split(".")[-1])
-        if axis is not None:
-            widths = [(0, 0)] * a.ndim
-            widths[axis] = (0, len(new))
-            arrays[name] = np.pad(a, widths)
-    basis = head["basis"] + new
+    arrays, head, basis = with_new_directions(path, witness.compile("composition", L=2, m=1, n=[N]), new)
+    big1, big2, pstar, dstar = (basis.index(label) for label in new)
     n = N + 3
     arrays["embed.W_E"][1:N, big1] = 1.0
     arrays["embed.W_E"][1:N, big2] = 2.0 ** -24
@@ -553,18 +552,8 @@ def test_a_linear_state_product_that_float64_rounds_is_refused_under_theory(tmp_
     relu(fetch[0] - 1) (-2048) writes R0[0] only in the exact model. The proof took the state entry as the float64
     product and was confirmed; a theory state product must now be exact in float64."""
     path = tmp_path / "hybrid.npz"
-    witness.io.save(witness.compile("composition_hybrid", L=1, m=2), path)
-    arrays, head = file_parts(path)
-    arrays = {name: a.astype(np.float64) for name, a in arrays.items()}
-    residual_axis = {"W_E": 1, "W_pos": 1, "W_Q": 1, "W_K": 1, "W_V": 1, "W_O": 2, "b_O": 0, "W_in": 0, "W_out": 1,
-                     "b_out": 0, "W_U": 0}
-    for name, a in arrays.items():
-        axis = residual_axis.get(name.split(".")[-1])
-        if axis is not None:
-            widths = [(0, 0)] * a.ndim
-            widths[axis] = (0, 3)
-            arrays[name] = np.pad(a, widths)
-    basis = head["basis"] + ["fx_a", "fx_b", "fx_e"]
+    arrays, head, basis = with_new_directions(path, witness.compile("composition_hybrid", L=1, m=2),
+                                              ["fx_a", "fx_b", "fx_e"])
     a, b, e = len(basis) - 3, len(basis) - 2, len(basis) - 1
     z0, val0, fetch0, r0 = 2, basis.index("val[0]"), basis.index("fetch[0]"), basis.index("R0[0]")
     arrays["pos_embed.W_pos"][z0, a] = 1.0
