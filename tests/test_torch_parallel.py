@@ -81,7 +81,7 @@ def cases():
             yield pytest.param("decay", {"gate": gate}, task, True, id=f"decay-per-row-{gate}-n{task.prompt_length}")
 
 
-@pytest.mark.parametrize("kind, options, task, per_row", cases())
+@pytest.mark.parametrize("kind, options, task, per_row", list(cases()))
 def test_parallel_form_agrees_with_the_reference_loop(kind, options, task, per_row):
     module = wt.to_module(network_of(kind, options, task, per_row))
     tokens = torch.as_tensor(task.random_tokens(np.random.default_rng(0), 3))
