@@ -246,6 +246,72 @@ def test_a_position_embedding_holding_a_query_digit_is_refused():
         checker.check(parametric_forgery(2, 2, (2,), edit))
 
 
+def test_parametric_scores_that_float64_rounds_are_refused_under_theory():
+    """The parametric proof computed the scores exactly but never asked whether the executor's float64 stand-in does:
+    one extra head coordinate adds 2^15 * 2^15 to the query and key, 2^60 to every score. The exact model's ranking
+    is unchanged, but float64 rounds 2^60 + s to 2^60 for every small s, so `witness run --semantics theory` attends
+    uniformly; it was confirmed and answers 540 of 1,024 inputs wrongly (an adversarial review)."""
+    big = 32768.0
+
+    def edit(description):
+        D, c = description["d_model"], description["d_head"]
+        description["groups"].update(bq=[D, 1], bk=[D + 1, 1])
+        description.update(d_model=D + 2, d_head=c + 1)
+        for layer in description["layers"]:
+            layer["W_Q"].append([D, c, 1, big])
+            layer["W_K"].append([D + 1, c, 1, big])
+        for entry in description["positions"]:
+            entry["rules"].append({"group": "bk", "source": "constant", "constant": big})
+        rules_of(description, "positions", "w").append({"group": "bq", "source": "constant", "constant": big})
+
+    forged = parametric_forgery(1, 4, (), edit)
+    with pytest.raises(checker.Refused, match="not exact in float64"):
+        checker.prove(forged["claim"])
+    from witness.ir import Basis, Meta
+    from witness.mixers import network_from_state
+    description = forged["claim"]["network"]["description"]
+    arrays = parametric.materialise(description, CheckerComposition(1, 4, ()))
+    network = network_from_state(arrays, build(1, 4).structure(),
+                                 Basis(tuple(f"d{i}" for i in range(description["d_model"]))),
+                                 Meta(task="composition", params={"L": 1, "m": 4, "n": [], "layout": "paper"}))
+    task = witness.Composition(L=1, m=4)
+    tokens = np.concatenate(list(task.enumerate_tokens()))
+    predictions = witness.execute.run(network, tokens, arithmetic("fp16", "theory")).predictions[:, 0]
+    assert (predictions != task.answers(tokens)).sum() > 500  # the forged network really is wrong under witness run
+
+
+def _digit_as(value):
+    def edit(description):
+        rules_of(description, "tokens", "query").append({"group": "junk", "source": "digit", "width": 1,
+                                                          "digit": value})
+        description["groups"]["junk"] = [description["d_model"], 1]
+        description["d_model"] += 1
+    return edit
+
+
+def _field(path, value):
+    def edit(description):
+        node = description
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, refusal", [
+    (_digit_as(1.0), "names no query digit"), (_digit_as(True), "names no query digit"),
+    (_field(("d_head",), 3.0), "d_head must be an integer"), (_field(("d_model",), "13"), "must be an integer"),
+    (_field(("layers", 0, "d_mlp"), 8.5), "d_mlp must be an integer"),
+    (_field(("readout", "bias"), 1.0), "the readout holds its group only"),
+    (_field(("positions", 0, "note"), "x"), "a class entry holds its class and rules only")])
+def test_a_description_field_read_loosely_is_refused(edit, refusal):
+    """A fifth review: a digit rule written 1.0 or true passed `in range(1, L)` (confirmed, yet the description
+    denotes no network: materialising it fails), widths written 3.0 or "13" were truncated with int(), and extra
+    fields of the readout or a class were ignored. Each reading now has one spelling."""
+    with pytest.raises(checker.Refused, match=refusal):
+        checker.check(parametric_forgery(2, 2, (1,), edit))
+
+
 def test_a_class_listed_twice_is_refused():
     """Two rule lists for one class: which one the network has would depend on the reader."""
     def edit(description):

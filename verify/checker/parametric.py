@@ -115,21 +115,28 @@ class Sparse:
         return up(out * (1 + (count + 2) * 2.0 ** -51))
 
 
+def _count(value, what: str) -> int:
+    """A JSON integer, not a float, string or boolean that int() would also accept."""
+    require(isinstance(value, int) and not isinstance(value, bool), f"{what} must be an integer, not {value!r}")
+    return value
+
+
 def shape(description: dict) -> tuple[int, int, int]:
     """(H, d_head, d_model) of a description."""
     require(isinstance(description, dict), "the description is not an object")
-    return 1, int(description["d_head"]), int(description["d_model"])
+    return 1, _count(description["d_head"], "d_head"), _count(description["d_model"], "d_model")
 
 
 class Description:
     def __init__(self, raw: dict, task: Composition, fmt: Format | None):
         require(isinstance(raw, dict), "the description is not an object")
         self.task = task
-        self.d_model, self.d_head = int(raw["d_model"]), int(raw["d_head"])
+        self.d_model, self.d_head = _count(raw["d_model"], "d_model"), _count(raw["d_head"], "d_head")
         require(self.d_model >= 1 and self.d_head >= 1, "the description's widths must be positive")
         self.groups = {}
         for name, (start, width) in raw["groups"].items():
-            require(isinstance(start, int) and isinstance(width, int) and start >= 0 and width >= 0
+            require(all(isinstance(x, int) and not isinstance(x, bool) for x in (start, width)) and start >= 0
+                    and width >= 0
                     and start + width <= self.d_model, f"group {name} is out of bounds")
             self.groups[name] = (start, width)
         self.used = {raw["readout"]["group"]}
@@ -154,12 +161,16 @@ class Description:
         D, Hd = self.d_model, self.d_head
         self.layers = []
         for l, layer in enumerate(layers):
-            d_mlp = int(layer["d_mlp"])
+            d_mlp = _count(layer["d_mlp"], f"layer {l}'s d_mlp")
             shapes = {"W_Q": (D, Hd), "W_K": (D, Hd), "W_V": (D, Hd), "W_O": (Hd, D), "b_Q": (Hd,), "b_K": (Hd,),
                       "b_V": (Hd,), "b_O": (D,), "W_in": (D, d_mlp), "b_in": (d_mlp,), "W_out": (d_mlp, D),
                       "b_out": (D,)}
             require(set(layer) == set(shapes) | {"d_mlp"}, f"layer {l} must list {sorted(shapes)} and d_mlp")
             self.layers.append({k: Sparse(layer[k], s, fmt, f"blocks.{l}.{k}") for k, s in shapes.items()})
+        require(isinstance(raw["readout"], dict) and set(raw["readout"]) == {"group"},
+                "the readout holds its group only")
+        require(all(isinstance(e, dict) and set(e) == {"class", "rules"} for e in raw["positions"] + raw["tokens"]),
+                "a class entry holds its class and rules only")
         self.readout = raw["readout"]["group"]
         require(self.readout in self.groups, "the readout group is not a group")
         require(self.used == set(self.groups), f"groups no rule uses: {sorted(set(self.groups) - self.used)}")
@@ -176,9 +187,11 @@ class Description:
             require(set(rule) == {"group", "source"} | fields, f"a {source} rule has the fields group, source and "
                                                                f"{', '.join(sorted(fields))}: {rule}")
             width = 1 if source == "constant" else rule["width"]
-            require(isinstance(width, int) and 0 <= width <= self.groups[rule["group"]][1],
-                    f"rule {rule} is wider than its group")
-            require(source != "digit" or rule["digit"] in range(1, self.task.L), f"rule {rule} names no query digit")
+            require(isinstance(width, int) and not isinstance(width, bool)
+                    and 0 <= width <= self.groups[rule["group"]][1], f"rule {rule} is wider than its group")
+            require(source != "digit" or (isinstance(rule["digit"], int) and not isinstance(rule["digit"], bool)
+                                          and rule["digit"] in range(1, self.task.L)),
+                    f"rule {rule} names no query digit")
             constant = rule.get("constant", 0.0)
             require(isinstance(constant, (int, float)) and not isinstance(constant, bool)
                     and abs(constant) <= LARGEST_FLOAT64 and float(constant) == constant,
@@ -417,6 +430,8 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
     require(target["segment"].name == wanted and sum(c["top"] == target["top"] for c in classes) == 1,
             f"{p}'s best keys are in {target['segment'].name}, but the task reads {wanted} at this step")
     _aligned(p, l, target, state)
+    if d.task.prompt_length < 2 ** 50:  # no executor holds 2^50 tokens: there the verdict is about the exact model
+        _float64_scores_exact(p, layer, state, classes)
 
     # step 3: the off-target mass, counted
     per_class = []
@@ -453,6 +468,52 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
              "classes": per_class, "off_target_mass_at_most": _text(total), "target_weight_at_least": number(pi),
              "fetched": fetched, "writes": writes_record}
     return entry, new_state
+
+
+def _float64_scores_exact(p: str, layer: dict, state: dict, classes: list) -> None:
+    """The executor's theory run computes the read position's query, every key and their dot products in float64,
+    and `numbers.float64_softmax_error` assumes those scores exact (the maximum subtracted exactly). Each query and
+    key coordinate is a sum of terms weight * entry (a constant, or a code of magnitude 1): it is exact in any order
+    when its terms are multiples of 2^g whose magnitudes sum below 2^(g + 53) (`mlp._float64_exact`); each score
+    sum_c q_c k_c is then a sum of products of such, and it and its difference from the maximum are exact when the
+    products' grid 2^G and magnitudes S satisfy 2 S < 2^(G + 53), for every class."""
+    def coordinates(weights: dict, values: dict) -> dict[int, tuple[int, Fraction]]:
+        out = {}
+        for c, entries in weights.items():
+            grid, size = None, Fraction(0)
+            for row, w in entries:
+                entry = values.get(row)
+                x = Fraction(0) if entry is None else (entry[1] if entry[0] == "const" else Fraction(1))
+                term = Fraction(w) * x
+                if term:
+                    v = _valuation(term)
+                    grid = v if grid is None else min(grid, v)
+                    size += abs(term)
+            if grid is not None:
+                require(grid >= -1074 and size < Fraction(2) ** (grid + 53),
+                        f"{p}: a query or key coordinate is not exact in float64, the executor's stand-in for "
+                        "theory's exact arithmetic")
+                out[c] = (grid, size)
+        return out
+
+    query = coordinates(layer["W_Q"].column_of(), state)
+    products = []
+    for c in classes:
+        key = coordinates(layer["W_K"].column_of(), c["entries"])
+        products.append([(query[h][0] + key[h][0], query[h][1] * key[h][1]) for h in query.keys() & key.keys()])
+    terms = [t for class_terms in products for t in class_terms]
+    if terms:
+        grid = min(g for g, _ in terms)
+        size = max(sum((s for _, s in class_terms), Fraction(0)) for class_terms in products)
+        require(grid >= -1074 and 2 * size < Fraction(2) ** (grid + 53),
+                f"{p}: the scores are not exact in float64 (terms down to 2^{grid}, magnitudes up to "
+                f"{float(size):.6g}), the executor's stand-in for theory's exact arithmetic")
+
+
+def _valuation(x: Fraction) -> int:
+    """The 2-adic valuation of a nonzero dyadic rational (format values and their products are dyadic)."""
+    n, d = abs(x.numerator), x.denominator
+    return (n & -n).bit_length() - d.bit_length()
 
 
 def _aligned(p: str, l: int, target: dict, state: dict) -> None:
