@@ -331,4 +331,7 @@ def float64_softmax_error(keys: int, mixed: int) -> float:
     head's sum over c by gamma_mixed sum_c |mix_c| |W_O[c, d]| more, with |mix_c| <= V_c (1 + theta)(1 + gamma_keys)."""
     E, u, g_keys, g_mixed = FLOAT64_EXP_ERROR, Fraction(1, 2 ** 53), float64_gamma(keys), float64_gamma(mixed)
     theta = (1 + E) * (1 + u) / ((1 - E) * (1 - g_keys)) - 1
-    return upper_float(theta + g_keys * (1 + theta) + g_mixed * (1 + theta) * (1 + g_keys))
+    # exp and the quotients may land below float64's normal range (s_j - top < -708), where their error is
+    # absolute (at most 2^-1074 each), not relative: every weight may then be off by 2^-1073 more, V_c each.
+    tiny = Fraction(keys, 2 ** 1072)
+    return upper_float(theta + g_keys * (1 + theta) + g_mixed * (1 + theta) * (1 + g_keys) + tiny)

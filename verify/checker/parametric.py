@@ -581,6 +581,12 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
         require(entry is not None and entry[0] == "code" and entry[1] == "value",
                 f"{p}.attn: a fetched coordinate does not carry a bit of the value token")
         bit_of[direction] = entry[2]
+        # the executor forms v_c = w_value x_source in float64; under a wide format (fp64) that product of two
+        # format values may round, while the bound V below is the exact model's
+        for e in token_entries:
+            if source in e and e[source][0] == "const" and e[source][1]:
+                require(Fraction(float(Fraction(w_value) * e[source][1])) == Fraction(w_value) * e[source][1],
+                        f"{p}.attn: a value is not exact in float64, the executor's stand-in for theory")
         # V: the largest value another position's token can put here (tokens write nothing else into `source`)
         V = max((abs(Fraction(w_value)) * (abs(e[source][1]) if e[source][0] == "const" else 1)
                  for e in token_entries if source in e), default=Fraction(0))
