@@ -27,6 +27,7 @@ so at every point.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -128,7 +129,7 @@ def point_job(job: dict[str, Any]) -> dict[str, Any]:
             "budget": cost.as_dict()}
 
 
-#: What a stored row must reproduce, bit for bit, before a curve reuses the rows stored beside it (`extend`).
+#: What a stored row must reproduce, bit for bit, before a curve reuses the rows stored beside it (`reusable_rows`).
 REPLAYED = ("accuracy", "accuracy_fp64", "final_loss", "steps", "hop_weight")
 
 
@@ -143,11 +144,11 @@ def capacity(spec: CapacitySpec, engine: Engine = Engine(), stored: tuple[dict[s
         have = {row["size"] for row in kept}
         kept += [row for row in reusable_rows(spec, curve, engine) if row["size"] not in have]
     done = {row["size"] for row in kept}
+    points = list(itertools.product(spec.sizes, names, spec.seeds))
     jobs = [{"spec": _plain_spec(spec), "size": size, "architecture": name, "seed": seed}
-            for size in spec.sizes if size not in done for name in names for seed in spec.seeds]
+            for size, name, seed in points if size not in done]
     trained = sweep(point_job, jobs, engine, progress="capacity points")
-    order = {(size, name, seed): index for index, (size, name, seed) in enumerate(
-        (size, name, seed) for size in spec.sizes for name in names for seed in spec.seeds)}
+    order = {point: index for index, point in enumerate(points)}
     rows = sorted(kept + trained, key=lambda row: order[row["size"], row["architecture"], row["seed"]])
     return {"spec": _plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
 
@@ -312,4 +313,5 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["CapacitySpec", "capacity", "reusable_rows", "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "capacity", "reusable_rows", "summarise", "markdown", "plot", "write", "point_job",
+           "LEARNED", "CONTROL"]

@@ -30,16 +30,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from verify.checker.numbers import Format
+from verify.checker.numbers import Format, float64_sums_exactly, valuation
 from verify.checker.refusal import require
-
-
-def _valuation(x: Fraction) -> int | None:
-    """The 2-adic valuation of a dyadic rational (None for 0 or a non-dyadic)."""
-    if x == 0 or x.denominator & (x.denominator - 1):
-        return None
-    n = abs(x.numerator)
-    return (n & -n).bit_length() - x.denominator.bit_length()
 
 
 class Affine:
@@ -122,7 +114,7 @@ class MLP:
         require(all(c.denominator & (c.denominator - 1) == 0 for c in (form.a, form.b)),
                 f"{self.what}: a non-dyadic intermediate value")
         ends = (form.at(k0), form.at(k1))
-        g = min(v for v in (_valuation(form.a), _valuation(form.b)) if v is not None)
+        g = min(v for v in (valuation(form.a), valuation(form.b)) if v is not None)
         largest = max(abs(v) for v in ends)
         require(fmt.lowest <= min(ends) and max(ends) <= fmt.largest, f"{self.what}: an intermediate value overflows")
         if fmt.kind == "float":
@@ -136,12 +128,12 @@ class MLP:
     def _float64_exact(self, terms: list[Affine], k0: int, k1: int) -> None:
         """Refuse unless every order of summing `terms` in float64 is exact for every k in [k0, k1] (module
         docstring, theory)."""
-        valuations = [v for t in terms for v in (_valuation(t.a), _valuation(t.b)) if v is not None]
+        valuations = [v for t in terms for v in (valuation(t.a), valuation(t.b)) if v is not None]
         if not valuations:
             return
         g = min(valuations)
         size = sum((max(abs(t.at(k0)), abs(t.at(k1))) for t in terms), Fraction(0))
-        require(g >= -1074 and size < Fraction(2) ** (g + 53),
+        require(float64_sums_exactly(g, size),
                 f"{self.what}: a sum inside the MLP is not exact in float64, the executor's stand-in for theory's "
                 f"exact arithmetic (terms down to 2^{g}, magnitudes up to {float(size):.6g})")
 

@@ -52,6 +52,21 @@ def floor_log2(x: Fraction) -> int:
     return e
 
 
+def valuation(x: Fraction) -> int | None:
+    """The 2-adic valuation of a dyadic rational (None for 0 or a non-dyadic)."""
+    if x == 0 or x.denominator & (x.denominator - 1):
+        return None
+    n = abs(x.numerator)
+    return (n & -n).bit_length() - x.denominator.bit_length()
+
+
+def float64_sums_exactly(grid: int, size: Fraction) -> bool:
+    """Whether float64 adds terms that are multiples of 2^grid, with magnitudes summing to `size`, exactly in every
+    order: every partial sum is then such a multiple below 2^(grid + 53) in magnitude (and not below the subnormals'
+    grid 2^-1074), hence a float64."""
+    return grid >= -1074 and size < Fraction(2) ** (grid + 53)
+
+
 @dataclass(frozen=True)
 class Format:
     """`float` (binary floating point: `mantissa` stored fraction bits, `exponent` bits, subnormals) or `fixed`

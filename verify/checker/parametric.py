@@ -49,7 +49,8 @@ import gmpy2
 import numpy as np
 
 from verify.checker.mlp import MLP
-from verify.checker.numbers import Format, exp_upper, float64_softmax_error, lower_float, number, up
+from verify.checker.numbers import (Format, exp_upper, float64_softmax_error, float64_sums_exactly, lower_float,
+                                    number, up, valuation)
 from verify.checker.ranges import Ranges, one_input_range
 from verify.checker.refusal import require
 from verify.checker.tasks import Composition
@@ -73,7 +74,7 @@ class Sparse:
         for run in runs:
             require(isinstance(run, list) and len(run) == (4 if matrix else 3), f"{what}: malformed run {run}")
             r, c, n, v = run if matrix else [0] + run
-            require(all(isinstance(x, int) and not isinstance(x, bool) for x in (r, c, n)) and n >= 1
+            require(all(_is_int(x) for x in (r, c, n)) and n >= 1
                     and isinstance(v, (int, float)) and not isinstance(v, bool), f"{what}: malformed run {run}")
             require(r >= 0 and c >= 0 and c + n <= shape[-1] and (not matrix or r + n <= shape[0]),
                     f"{what}: run {run} is out of bounds")
@@ -115,9 +116,13 @@ class Sparse:
         return up(out * (1 + (count + 2) * 2.0 ** -51))
 
 
+def _is_int(value) -> bool:
+    """A JSON integer, not a float, string or boolean that int() or `in range` would also accept."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _count(value, what: str) -> int:
-    """A JSON integer, not a float, string or boolean that int() would also accept."""
-    require(isinstance(value, int) and not isinstance(value, bool), f"{what} must be an integer, not {value!r}")
+    require(_is_int(value), f"{what} must be an integer, not {value!r}")
     return value
 
 
@@ -135,8 +140,7 @@ class Description:
         require(self.d_model >= 1 and self.d_head >= 1, "the description's widths must be positive")
         self.groups = {}
         for name, (start, width) in raw["groups"].items():
-            require(all(isinstance(x, int) and not isinstance(x, bool) for x in (start, width)) and start >= 0
-                    and width >= 0
+            require(_is_int(start) and _is_int(width) and start >= 0 and width >= 0
                     and start + width <= self.d_model, f"group {name} is out of bounds")
             self.groups[name] = (start, width)
         self.used = {raw["readout"]["group"]}
@@ -187,10 +191,9 @@ class Description:
             require(set(rule) == {"group", "source"} | fields, f"a {source} rule has the fields group, source and "
                                                                f"{', '.join(sorted(fields))}: {rule}")
             width = 1 if source == "constant" else rule["width"]
-            require(isinstance(width, int) and not isinstance(width, bool)
-                    and 0 <= width <= self.groups[rule["group"]][1], f"rule {rule} is wider than its group")
-            require(source != "digit" or (isinstance(rule["digit"], int) and not isinstance(rule["digit"], bool)
-                                          and rule["digit"] in range(1, self.task.L)),
+            require(_is_int(width) and 0 <= width <= self.groups[rule["group"]][1],
+                    f"rule {rule} is wider than its group")
+            require(source != "digit" or (_is_int(rule["digit"]) and rule["digit"] in range(1, self.task.L)),
                     f"rule {rule} names no query digit")
             constant = rule.get("constant", 0.0)
             require(isinstance(constant, (int, float)) and not isinstance(constant, bool)
@@ -473,10 +476,10 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
 def _float64_scores_exact(p: str, layer: dict, state: dict, classes: list) -> None:
     """The executor's theory run computes the read position's query, every key and their dot products in float64,
     and `numbers.float64_softmax_error` assumes those scores exact (the maximum subtracted exactly). Each query and
-    key coordinate is a sum of terms weight * entry (a constant, or a code of magnitude 1): it is exact in any order
-    when its terms are multiples of 2^g whose magnitudes sum below 2^(g + 53) (`mlp._float64_exact`); each score
-    sum_c q_c k_c is then a sum of products of such, and it and its difference from the maximum are exact when the
-    products' grid 2^G and magnitudes S satisfy 2 S < 2^(G + 53), for every class."""
+    key coordinate is a sum of terms weight * entry (a constant, or a code of magnitude 1), exact in any order by
+    `numbers.float64_sums_exactly`; each score sum_c q_c k_c is then a sum of products of such, on the grid 2^G of
+    their least exponent, and it and its difference from the maximum are exact when the magnitudes S of every
+    class's products pass the same test at 2 S."""
     def coordinates(weights: dict, values: dict) -> dict[int, tuple[int, Fraction]]:
         out = {}
         for c, entries in weights.items():
@@ -486,13 +489,11 @@ def _float64_scores_exact(p: str, layer: dict, state: dict, classes: list) -> No
                 x = Fraction(0) if entry is None else (entry[1] if entry[0] == "const" else Fraction(1))
                 term = Fraction(w) * x
                 if term:
-                    v = _valuation(term)
-                    grid = v if grid is None else min(grid, v)
+                    grid = valuation(term) if grid is None else min(grid, valuation(term))
                     size += abs(term)
             if grid is not None:
-                require(grid >= -1074 and size < Fraction(2) ** (grid + 53),
-                        f"{p}: a query or key coordinate is not exact in float64, the executor's stand-in for "
-                        "theory's exact arithmetic")
+                require(float64_sums_exactly(grid, size), f"{p}: a query or key coordinate is not exact in float64, "
+                                                          "the executor's stand-in for theory's exact arithmetic")
                 out[c] = (grid, size)
         return out
 
@@ -505,15 +506,9 @@ def _float64_scores_exact(p: str, layer: dict, state: dict, classes: list) -> No
     if terms:
         grid = min(g for g, _ in terms)
         size = max(sum((s for _, s in class_terms), Fraction(0)) for class_terms in products)
-        require(grid >= -1074 and 2 * size < Fraction(2) ** (grid + 53),
+        require(float64_sums_exactly(grid, 2 * size),
                 f"{p}: the scores are not exact in float64 (terms down to 2^{grid}, magnitudes up to "
                 f"{float(size):.6g}), the executor's stand-in for theory's exact arithmetic")
-
-
-def _valuation(x: Fraction) -> int:
-    """The 2-adic valuation of a nonzero dyadic rational (format values and their products are dyadic)."""
-    n, d = abs(x.numerator), x.denominator
-    return (n & -n).bit_length() - d.bit_length()
 
 
 def _aligned(p: str, l: int, target: dict, state: dict) -> None:
@@ -581,15 +576,14 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
         require(entry is not None and entry[0] == "code" and entry[1] == "value",
                 f"{p}.attn: a fetched coordinate does not carry a bit of the value token")
         bit_of[direction] = entry[2]
-        # the executor forms v_c = w_value x_source in float64; under a wide format (fp64) that product of two
-        # format values may round, while the bound V below is the exact model's
-        for e in token_entries:
-            if source in e and e[source][0] == "const" and e[source][1]:
-                require(Fraction(float(Fraction(w_value) * e[source][1])) == Fraction(w_value) * e[source][1],
-                        f"{p}.attn: a value is not exact in float64, the executor's stand-in for theory")
-        # V: the largest value another position's token can put here (tokens write nothing else into `source`)
-        V = max((abs(Fraction(w_value)) * (abs(e[source][1]) if e[source][0] == "const" else 1)
-                 for e in token_entries if source in e), default=Fraction(0))
+        # the values another position's token can put here (tokens write nothing else into `source`), and V, the
+        # largest; the executor forms each in float64, where under a wide format (fp64) the product of two format
+        # values may round, while V is the exact model's: each must be a float64
+        values = [Fraction(w_value) * (e[source][1] if e[source][0] == "const" else 1)
+                  for e in token_entries if source in e]
+        require(all(Fraction(float(v)) == v for v in values),
+                f"{p}.attn: a value is not exact in float64, the executor's stand-in for theory")
+        V = max((abs(v) for v in values), default=Fraction(0))
         key = (w_value, V, w_out)
         if key not in stored:
             stored[key] = {}

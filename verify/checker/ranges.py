@@ -80,14 +80,14 @@ class Ranges:
 
     def softmax_mix(self, v: np.ndarray, count: int, what: str) -> np.ndarray:
         """A bound on |sum_j p_j v_j| for softmax weights p over `count` keys, |v_j| <= v. Theory: a convex
-        combination, at most v, widened by float64's error in the executor's stand-in. Strict: the fold of `count`
-        terms v, or, when count u < 1/2, the relative bound: the denominator is sum_j e_j (1 + theta) with |theta| <= gamma = gamma_count (float additions err only
+        combination, at most v, but the executor's float64 stand-in, whose weights may sum past 1 and whose sum
+        rounds, exceeds it by up to `numbers.float64_softmax_error` (as the proofs widen the read position's head).
+        Strict: the fold of `count` terms v, or, when count u < 1/2, the relative bound: the denominator is
+        sum_j e_j (1 + theta) with |theta| <= gamma = gamma_count (float additions err only
         relatively; fixed ones not at all), each weight round(e_j / D) <= (e_j / D)(1 + u) + eta, so
         sum_j p_j <= (1 + u) / (1 - gamma) + count eta, and the ordered sum of the rounded products is at most
         ((1 + u) v sum_j p_j + count eta)(1 + gamma)."""
-        if not self.strict:  # exactly a convex combination, at most v; but the executor's theory runs compute the
-            # softmax and the mix in float64, whose weights may sum past 1 and whose sum rounds: widen by that error
-            # (numbers.float64_softmax_error, as the proofs widen the read position's head)
+        if not self.strict:
             return up(np.asarray(v, dtype=np.float64) * up(1 + float64_softmax_error(count, 1)))
         folded = self.long_total(v, count, what)
         u, eta = float(self.fmt.unit), float(self.fmt.eta)
