@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis.errors import NoSuchExample
 
+from verify.defaults import DEFAULT_MAX_EXAMPLES  # inputs a Hypothesis search generates unless told otherwise
 from verify.result import Counterexample, Result, Status
 from witness.progress import bar
-from witness import strategies
 from witness.arith import FLOAT64, Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
@@ -43,8 +42,6 @@ from witness.tasks.base import check_int
 
 #: Inputs per executor call: keeps (batch x prompt x d_model) floats near this many.
 BATCH_ELEMENTS = 1 << 22
-#: Inputs a Hypothesis search generates unless told otherwise.
-DEFAULT_MAX_EXAMPLES = 200
 #: What a run-based verdict under `theory` rests on.
 THEORY_RUNS = ("float64 inside each block in place of the exact arithmetic theory semantics means: a verdict about "
                "these runs, not a proof (verify.certify proves under exact arithmetic)")
@@ -242,6 +239,8 @@ def exhaustive_tally(network: Network, arith: Arithmetic, limit: int, *, stop_at
 def one_input(task):
     """A Hypothesis strategy for one valid input of `task`, drawn position by position (witness.strategies) so it
     shrinks token by token."""
+    from witness import strategies  # hypothesis: imported where a search runs, not by every command that samples
+
     batches = {"composition": strategies.composition_tokens, "two_sum": strategies.two_sum_tokens}[task.name]
     return batches(task, max_batch=1).map(lambda batch: batch[0])
 
@@ -251,6 +250,9 @@ def hypothesis_tally(network: Network, arith: Arithmetic, max_examples: int, see
     """Hypothesis looks for an input the network gets wrong and shrinks it to a minimal one (`counterexample`,
     and in `kept` when confirmed and `max_failures` > 0). `checked` counts every input run, shrinking steps
     included; the same seed gives the same run."""
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import HypothesisDeprecationWarning, NoSuchExample
+
     task = task_of(network)
     max_examples = int(max_examples)
     if max_examples < 1:
@@ -273,7 +275,11 @@ def hypothesis_tally(network: Network, arith: Arithmetic, max_examples: int, see
                       phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
     counterexample, kept = None, ()
     try:
-        minimal = find(one_input(task), fails, settings=search, random=random.Random(seed))
+        with warnings.catch_warnings():
+            # `find` with a seeded random.Random is what makes this search replayable from `seed`; Hypothesis
+            # warns about a Random in strategies in general, and would print that into every search's output
+            warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+            minimal = find(one_input(task), fails, settings=search, random=random.Random(seed))
     except NoSuchExample:
         pass
     else:

@@ -36,6 +36,7 @@ import numpy as np
 
 from verify import check
 from verify.certify import Construction, certify
+from verify.defaults import FAMILY_SPLITS, METHODS
 from verify.result import Result, Status
 from witness.arith.formats import Fixed, Float
 from witness.arith.semantics import SEMANTICS, arithmetic
@@ -72,11 +73,7 @@ class Family:
         return range(max(0, 1 - range_bits), 53 - range_bits)
 
 
-FAMILIES = {
-    "float": Family("float", "exponent", "mantissa", range(2, 12)),
-    "fixed": Family("fixed", "integer", "fraction", range(0, 53)),
-}
-METHODS = ("certify", "exhaustive")
+FAMILIES = {name: Family(name, *split) for name, split in FAMILY_SPLITS.items()}  # float, fixed
 
 
 @dataclass(frozen=True)

@@ -6,25 +6,23 @@ Every subcommand prints text, or one JSON object with `--json`. Bad input is one
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from verify import check, checker, precision, separation
-from verify.certify import Construction, certify
-from verify.dataflow import draw as draw_dataflow
+# Only what building the parser and every command's start need is imported here (each already loaded by
+# `witness` itself, or light); the rest (sympy, hypothesis, networkx, numba, torch, dask) is imported by the command
+# that uses it, so `witness --help` and a compile start at once (tests/test_startup.py, benchmarks/startup.py).
+from verify.defaults import DEFAULT_MAX_EXAMPLES, FAMILY_SPLITS, METHODS, PAIR_PREFIXES, SEARCH_SAMPLES
 from verify.result import Status
-from verify.search import bounds as theorem_bounds
-from verify.search.hybrid import PAIR_PREFIXES, search_full, search_hybrid
-from verify.search.probes import failing_and_tried
-from verify.search.hybrid import SAMPLES as SEARCH_SAMPLES
-from verify.search.sparse import search_sparse
 from witness.arith import Arithmetic, Format, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
 from witness.arith.semantics import SEMANTICS
@@ -47,6 +45,99 @@ class CliError(WitnessError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse would print the usage block; we promise one line
         raise CliError(message)
+
+
+# -- output paths: checked before any work, so a mistake costs nothing ---------------------------------------
+def _cannot_create_in(folder: Path) -> str | None:
+    """Why nothing can be created in the existing folder `folder`, or None when something can. Permissions alone do
+    not say (root passes every check, yet /proc or a read-only mount refuse), so a probe file is created there
+    and removed at once."""
+    import tempfile
+
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "permission denied"
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".witness-probe-", dir=folder)
+    except FileNotFoundError:  # /proc and the like: the folder is there, but takes no new entries
+        return "the system takes no new files there"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(handle)
+    os.unlink(probe)
+    return None
+
+
+def _path_problems(check):
+    """`check(path, option)` with a path the system cannot even look at (a NUL byte, a folder one may not list) also
+    refused in one line."""
+    @functools.wraps(check)
+    def checked(path: Path, option: str) -> None:
+        if "\0" in str(path):  # pathlib answers "no such file" to every question about such a name
+            raise CliError(f"{option} {path!r}: cannot use this path (a NUL character)")
+        try:
+            check(Path(path), option)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{option} {path}: cannot use this path ({getattr(exc, 'strerror', None) or exc})") from None
+    return checked
+
+
+@_path_problems
+def check_output_folder(path: Path, option: str) -> None:
+    """Refuse (CliError, exit 2) an output folder the command could not write, before any work: `path` must be a
+    folder one can create files in, or not exist yet with its nearest existing ancestor a folder one can create
+    folders in (the command makes the missing ones)."""
+    if path.is_dir():
+        reason = _cannot_create_in(path)
+        if reason is not None:
+            raise CliError(f"{option} {path}: cannot write in this folder ({reason})")
+        return
+    if path.exists() or path.is_symlink():
+        raise CliError(f"{option} {path}: exists and is not a folder")
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and not ancestor.is_symlink():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise CliError(f"{option} {path}: cannot create it, {ancestor} is not a folder")
+    reason = _cannot_create_in(ancestor)
+    if reason is not None:
+        raise CliError(f"{option} {path}: cannot create it in {ancestor} ({reason})")
+
+
+@_path_problems
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse (CliError, exit 2) an output file the command could not write, before any work: `path` must not be a
+    folder, and its folder must exist and take new files (an existing file there is replaced)."""
+    if path.is_dir():
+        raise CliError(f"{option} {path}: is a folder; give a file name")
+    parent = path.absolute().parent
+    if not parent.exists():
+        raise CliError(f"{option} {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise CliError(f"{option} {path}: {parent} is not a folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(f"{option} {path}: cannot write it (permission denied)")
+    reason = _cannot_create_in(parent)
+    if reason is not None:
+        raise CliError(f"{option} {path}: cannot write in {parent} ({reason})")
+
+
+def check_input_file(path: str | Path, what: str) -> None:
+    """Refuse a folder, or a path that is not there, given where a file is read (one line, naming `what`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CliError(f"{path}: is a folder, not {what}")
+    if not path.exists():
+        raise CliError(f"{path}: no such file ({what})")
+
+
+class _Later:
+    """Help text computed when argparse shows it (`%(name)s` formats it with str), not when the parser is built."""
+
+    def __init__(self, text):
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text()
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
@@ -76,6 +167,7 @@ def construction_options(name: str, argv: list[str]) -> dict[str, Any]:
 
 
 def cmd_compile(args: argparse.Namespace, extra: list[str]) -> None:
+    check_output_file(Path(args.output), "-o")
     network = compile(args.construction, **construction_options(args.construction, extra))
     network.save(args.output)
     budget = network.budget()
@@ -115,6 +207,63 @@ def parse_tokens(text: str) -> np.ndarray:
         raise InputError(f"--tokens must be comma-separated 64-bit integers, got {text!r}") from None
 
 
+#: The longest a count of inputs (`run --random`, `verify --samples`, `verify --max-examples`) may take at the
+#: network's measured speed: a count beyond it is refused before it starts, with the estimate.
+MAX_RUN_SECONDS = 24 * 3600
+#: Counts up to this many start without measuring: the measurement would cost more than it could save.
+MEASURE_ABOVE = 100_000
+#: The measurement: batches of 1, 4, 16, ... inputs until one takes this much CPU time, or has this many inputs.
+MEASURE_SECONDS, MEASURE_INPUTS = 0.25, 4096
+
+
+def seconds_per_input(network, arith: Arithmetic) -> float | None:
+    """About how long the executor takes per input of this network at `arith`, from growing batches of seeded random
+    inputs, after one warm-up run that loads the compiled kernels; None when no input can be run (no task, or an
+    overflow: the check itself reports those). CPU time of this process, so other jobs on the machine do not
+    inflate it; the largest batch counts, so the per-call overhead of small ones does not either."""
+    import time
+
+    from verify import check
+
+    try:
+        task = check.task_of(network)
+        rng = np.random.default_rng(0)
+        check.wrong_rows(network, task.random_tokens(rng, 1), arith)
+        size, limit = 1, min(MEASURE_INPUTS, check.batch_size(network))
+        while True:
+            tokens = task.random_tokens(rng, size)
+            start = time.process_time()
+            check.wrong_rows(network, tokens, arith)
+            elapsed = time.process_time() - start
+            if elapsed >= MEASURE_SECONDS or size >= limit:
+                return elapsed / size
+            size = min(4 * size, limit)
+    except WitnessError:
+        return None
+
+
+def duration_text(seconds: float) -> str:
+    for unit, length in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= length:
+            value = seconds / length
+            return f"{value:.2g} {unit}" if value < 1e5 else f"{value:.1e} {unit}"
+    return f"{seconds:.0f} seconds"
+
+
+def refuse_endless_count(network, arith: Arithmetic, count: int, option: str) -> None:
+    """Refuse (exit 2) a count of inputs that would run for more than MAX_RUN_SECONDS at this network's measured
+    speed, saying how long it would take and how many inputs fit; smaller counts run, with a progress bar."""
+    if count <= MEASURE_ABOVE:
+        return
+    per_input = seconds_per_input(network, arith)
+    if per_input is None or count * per_input <= MAX_RUN_SECONDS:
+        return
+    fits = max(MEASURE_ABOVE, int(MAX_RUN_SECONDS / per_input))
+    raise CliError(f"{option} {count}: about {duration_text(count * per_input)} at this network's measured speed "
+                   f"({1 / per_input:,.0f} inputs/s); one command runs at most a day, about {fits:.2g} inputs here: "
+                   "give a smaller count")
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     """Exit 0 when every input run is answered correctly, 1 when one is not (or overflows)."""
     if args.seed < 0:
@@ -133,6 +282,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     if args.random < 1:
         raise CliError(f"--random must be at least 1, got {args.random}")
+    refuse_endless_count(network, arith, args.random, "--random")
+    from verify import check
+
     result = check.sampled(network, args.random, args.seed, arith)
     correct = result.checked - result.failures
     payload = {"correct": correct, "total": result.checked, "asked": args.random, "seed": args.seed,
@@ -151,6 +303,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
 # -- inspect ------------------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
+    for option, path in (("--plot", args.plot), ("--graph", args.graph)):
+        if path is not None:
+            check_output_file(Path(path), option)
+            check_image_suffix(Path(path), option)
     network = load(args.file)
     fmt = format_from_args(args, network)
     budget = network.budget(fmt.bits)
@@ -180,6 +336,8 @@ def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
         payload["plot"] = args.plot
         lines.append(f"wrote {args.plot}")
     if args.graph is not None:
+        from verify.dataflow import draw as draw_dataflow  # networkx: only --graph needs it
+
         try:
             draw_dataflow(network, args.graph)
         except ImportError:
@@ -189,6 +347,22 @@ def cmd_inspect(args: argparse.Namespace, extra: list[str]) -> None:
         payload["graph"] = args.graph
         lines.append(f"wrote {args.graph}")
     _emit(args, payload, "\n".join(lines))
+
+
+def check_image_suffix(path: Path, option: str) -> None:
+    """Refuse, before any drawing, an image name whose suffix matplotlib cannot write (none: it writes a PNG and
+    adds .png)."""
+    kind = path.suffix[1:].lower()
+    if not kind:
+        return
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:  # the drawing itself says that matplotlib is missing
+        return
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if kind not in kinds:
+        raise CliError(f"{option} {path}: matplotlib cannot write .{kind} images; name one of "
+                       f"{', '.join('.' + name for name in sorted(kinds))}")
 
 
 def write_overview_plot(network, path: str, tokens_text: str | None) -> None:
@@ -229,6 +403,8 @@ def big_int(text: str) -> int:
 
 
 def cmd_bounds(args: argparse.Namespace, extra: list[str]) -> None:
+    from verify.search import bounds as theorem_bounds  # sympy: only the theorems' exact thresholds need it
+
     if args.construction is not None:
         return bounds_of_construction(args)
     if args.m is not None:
@@ -258,6 +434,9 @@ def cmd_bounds(args: argparse.Namespace, extra: list[str]) -> None:
 def bounds_of_construction(args: argparse.Namespace) -> None:
     """The construction's budget at FMT from its parametric description (no file, any size) and whether the
     theorems cover it at its own prompt length, in exact integers."""
+    from verify import separation
+    from verify.certify import Construction
+
     if args.construction != "composition":
         raise CliError("--construction takes composition (the one with a parametric description)")
     if args.m is None or args.format is None or args.Hdp is not None or args.shape is not None or args.network:
@@ -304,6 +483,8 @@ def result_text(result) -> str:
 
 def cmd_verify(args: argparse.Namespace, extra: list[str]) -> int:
     """Exit status 0 when no failure was found (verified or unknown), 1 with a counterexample."""
+    from verify import check
+
     network = load(args.file)
     arith = arithmetic_from_args(args, network)
     if args.max_examples is not None and not args.hypothesis:
@@ -313,16 +494,21 @@ def cmd_verify(args: argparse.Namespace, extra: list[str]) -> int:
     elif args.samples is not None:
         if args.samples < 1:
             raise CliError(f"--samples must be at least 1, got {args.samples}")
+        refuse_endless_count(network, arith, args.samples, "--samples")
         result = check.sampled(network, args.samples, args.seed, arith)
     else:
-        budget = check.DEFAULT_MAX_EXAMPLES if args.max_examples is None else args.max_examples
+        budget = DEFAULT_MAX_EXAMPLES if args.max_examples is None else args.max_examples
+        refuse_endless_count(network, arith, budget, "--max-examples")
         result = check.hypothesis_search(network, arith, budget, args.seed)
     _emit(args, result_payload(result), result_text(result))
     return EXIT_FALSIFIED if result.status is Status.FALSIFIED else 0
 
 
-def min_precision_checker(args: argparse.Namespace) -> precision.Checker:
-    """The checker `min-precision` searches with: composition takes --L --m [--n ...], two_sum --n --M --t."""
+def min_precision_checker(args: argparse.Namespace):
+    """The checker `min-precision` searches with (a `verify.precision.Checker`): composition takes --L --m
+    [--n ...], two_sum --n --M --t."""
+    from verify import precision
+
     if args.construction == "two_sum":
         if args.L is not None or args.m is not None or len(args.n) != 1 or args.M is None or args.t is None:
             raise CliError("min-precision two_sum takes --n N --M M --t T [--causal]")
@@ -335,6 +521,8 @@ def min_precision_checker(args: argparse.Namespace) -> precision.Checker:
 
 
 def cmd_min_precision(args: argparse.Namespace, extra: list[str]) -> int:
+    from verify import precision
+
     case = precision.Case(min_precision_checker(args), args.family, args.semantics, args.max_bits)
     found = precision.table([case])[0].result
     payload = found.as_dict()
@@ -364,6 +552,10 @@ def budget_text(budget: dict) -> str:
 def cmd_certify(args: argparse.Namespace, extra: list[str]) -> int:
     """`certify FILE` or `certify composition --L .. --m .. --n ..`; exit 0 when verified (the certificate goes to
     --out), 3 when unknown (nothing is written)."""
+    from verify.certify import Construction, certify
+
+    if args.out is not None:
+        check_output_file(Path(args.out), "--out")
     if args.L is not None or args.target == "composition" and args.m is not None:
         if args.target != "composition" or args.L is None or args.m is None:
             raise CliError("the parametric form is: certify composition --L L --m M [--n N_1 .. N_{L-1}]")
@@ -397,6 +589,11 @@ def cmd_certify(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_check_certificate(args: argparse.Namespace, extra: list[str]) -> None:
     """Exit 0 when the trusted checker confirms the certificate; a refusal is one line naming the failing step,
     exit 2."""
+    from verify import checker
+
+    check_input_file(args.certificate, "a certificate file")
+    if args.file is not None:
+        check_input_file(args.file, "a weights file")
     try:
         summary = checker.check_files(args.certificate, args.file)
     except checker.Refused as exc:
@@ -428,6 +625,8 @@ def search_arithmetic(args: argparse.Namespace) -> Arithmetic:
 
 
 def search_text(report) -> str:
+    from verify.search.probes import failing_and_tried
+
     budget = report.budget
     failing, tried = failing_and_tried(report.searched)
     per_probe = ", ".join(f"{record['method']} {record['failing']}/{record['inputs']}"
@@ -460,7 +659,15 @@ def _composition_from_args(args: argparse.Namespace) -> Composition:
     return Composition(L=args.L, m=args.m, n=tuple(args.n))
 
 
+def check_search_outputs(args: argparse.Namespace) -> None:
+    if args.save_network is not None:
+        check_output_file(Path(args.save_network), "--save-network")
+
+
 def cmd_search_hybrid(args: argparse.Namespace, extra: list[str]) -> int:
+    from verify.search.hybrid import search_hybrid
+
+    check_search_outputs(args)
     linear_per_gap = args.linear_per_gap[0] if len(args.linear_per_gap) == 1 else args.linear_per_gap
     report = search_hybrid(_composition_from_args(args), full_layers=args.full_layers, linear_per_gap=linear_per_gap,
                            mixer=args.mixer, H=args.H, d_head=args.d_head, d_model=args.d_model,
@@ -471,6 +678,9 @@ def cmd_search_hybrid(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_search_full(args: argparse.Namespace, extra: list[str]) -> int:
+    from verify.search.hybrid import search_full
+
+    check_search_outputs(args)
     report = search_full(_composition_from_args(args), layers=args.layers, H=args.H, d_head=args.d_head,
                          d_model=args.d_model, arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
                          save_network=args.save_network, samples=args.samples,
@@ -490,6 +700,9 @@ def add_composition_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_search_sparse(args: argparse.Namespace, extra: list[str]) -> int:
+    from verify.search.sparse import search_sparse
+
+    check_search_outputs(args)
     report = search_sparse(TwoSum(args.n, args.M, args.t, args.causal), block=args.block, k=args.k, H=args.H,
                            d_head=args.d_head, d_model=args.d_model, arith=search_arithmetic(args),
                            weights=args.weights, seed=args.seed, save_network=args.save_network)
@@ -537,11 +750,10 @@ def train_architecture(args: argparse.Namespace, task):
 def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
     """Train from a seeded random initialisation for exactly --steps steps and save the network; the accuracy is
     the float64 executor's on held-out inputs."""
+    output = Path(args.output)
+    check_output_file(output, "-o")  # before torch is even imported
     from witness import train
 
-    output = Path(args.output)
-    if output.is_dir():
-        raise CliError(f"-o {output}: is a folder; give a file name (.npz or .safetensors)")
     task = train_task(args)
     architecture = train_architecture(args, task)
     options = {"batch_size": args.batch_size, "warmup": args.warmup, "hop_weight": args.hop_weight}
@@ -613,13 +825,19 @@ def add_train_options(cmd: argparse.ArgumentParser) -> None:
 
 
 # -- capacity -----------------------------------------------------------------------------------------------
+#: `capacity --seeds`: more than this many is beyond any curve one command should train.
+MAX_CAPACITY_SEEDS = 1000
+
+
 def cmd_capacity(args: argparse.Namespace, extra: list[str]) -> None:
+    out = Path(args.out)
+    check_output_folder(out, "--out")  # before torch and dask are even imported
+    if args.seeds > MAX_CAPACITY_SEEDS:
+        raise CliError(f"--seeds {args.seeds}: each seed trains one network per size and architecture; give at most "
+                       f"{MAX_CAPACITY_SEEDS}")
     from verify import capacity
     from witness.sweep import Engine
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {out}: exists and is not a folder")
     spec = capacity.CapacitySpec(L=args.L, sizes=tuple(args.sizes), H=args.H, d_head=args.d_head,
                                  d_model=args.d_model, format=args.format, semantics=args.semantics,
                                  seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
@@ -633,12 +851,17 @@ def cmd_capacity(args: argparse.Namespace, extra: list[str]) -> None:
         except (OSError, ValueError) as exc:
             raise CliError(f"--reuse: cannot read {source} ({exc})") from None
     curve = capacity.capacity(spec, Engine(args.workers, args.scheduler), tuple(stored))
-    capacity.write(curve, out)
+    try:
+        capacity.write(curve, out)
+    except OSError as exc:  # checked before the work; a disk that filled up since
+        raise CliError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     _emit(args, curve, capacity.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
 
 
 # -- separation ---------------------------------------------------------------------------------------------
 def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
+    from verify import separation  # sympy, through the theorems' bounds
+
     if args.L not in separation.FITS:
         raise CliError(f"--L {args.L}: the separation is computed for L in {list(separation.FITS)} on a machine like "
                        "this one (L = 3 starts near log2 n = 4.1e5, d_model 3.2e6; see the README)")
@@ -646,10 +869,12 @@ def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
         print(f"witness separation: {message}", file=sys.stderr, flush=True)
 
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {out}: exists and is not a folder")
+    check_output_folder(out, "--out")
     summary = separation.separation(args.L, progress=progress)
-    separation.write(summary, out)
+    try:
+        separation.write(summary, out)
+    except OSError as exc:  # checked before the work; a disk that filled up since
+        raise CliError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     brief = {key: value for key, value in summary.items() if key not in ("certificate", "trials_at_k")}
     brief["certificate"] = str(out / "certificate.json")
     _emit(args, brief, f"L = {args.L}: k = {summary['k']} (log2 n = {summary['prompt_length_log2']}), certified at "
@@ -659,29 +884,57 @@ def cmd_separation(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 # -- hierarchy ----------------------------------------------------------------------------------------------
+def worker_count(text: str) -> int:
+    """`--workers N`: a whole number, and no more local processes than could ever share this machine's CPUs (a typo
+    such as 100000 would otherwise start that many)."""
+    count = int(text)
+    most = max(16, 4 * (os.cpu_count() or 1))
+    if count > most:
+        raise argparse.ArgumentTypeError(f"{count} local worker processes on a machine with {os.cpu_count()} CPUs; "
+                                         f"give at most {most}")
+    return count
+
+
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """Where a sweep's jobs run (witness.sweep): in-process unless told otherwise."""
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, metavar="N", help="run the jobs on a local cluster of N processes")
+    where.add_argument("--workers", type=worker_count, metavar="N",
+                       help="run the jobs on a local cluster of N processes")
     where.add_argument("--scheduler", metavar="ADDRESS", help="run the jobs on an existing dask cluster "
                                                               "(its workers must see the output folder)")
 
 
 def cmd_hierarchy(args: argparse.Namespace, extra: list[str]) -> None:
     # Imported here: dask.distributed takes a noticeable fraction of a second to import, and only sweeps need it.
-    from verify import hierarchy, hierarchy_report
+    from verify import hierarchy, hierarchy_report, trained
     from witness.sweep import Engine
 
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise CliError(f"--out {args.out}: exists and is not a folder")
+    check_output_folder(Path(args.out), "--out")
     config = hierarchy.load_config(args.config, quick=args.quick).select(args.L)
-    report = hierarchy.hierarchy(args.out, config, Engine(args.workers, args.scheduler))
-    counts = {status: sum(row["status"] == status for row in report["rows"]) for status in
-              dict.fromkeys(row["status"] for row in report["rows"])}
-    text = "\n".join(hierarchy_report.results_table(report["rows"]) +
-                     ["", ", ".join(f"{count} {status}" for status, count in counts.items()),
-                      f"wrote {args.out}/report.md, report.json, {len(report['plots'])} plots"])
+    if args.full:
+        store = None
+    elif args.stored is not None:
+        store = trained.Store(args.stored)
+    elif args.quick or args.config is not None:
+        store = None  # only the embedded full configuration has a committed store; these train (quickly)
+    elif (trained.DEFAULT_STORE / trained.STORE).is_file():
+        store = trained.Store(trained.DEFAULT_STORE)
+    else:
+        raise CliError(f"no stored trained networks at {trained.DEFAULT_STORE} (an install without the "
+                       "repository's docs/): pass --stored DIR, a folder `witness hierarchy --full` wrote, or "
+                       "--full to compute everything here (about 1.5 hours on 2 cores)")
+    workers = args.workers if args.workers or args.scheduler else len(os.sched_getaffinity(0))
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill: end as Ctrl-C does, leaving the folder marked unfinished
+    report = hierarchy.hierarchy(args.out, config, Engine(None if args.scheduler else workers, args.scheduler),
+                                 store=store, quick=args.quick)
+    text = "\n".join(["witness hierarchy: summary", *hierarchy_report.summary_lines(report),
+                      f"wrote {args.out}/report.md (the summary, then every row), report.json, "
+                      f"{len(report['plots'])} plots"])
     _emit(args, report, text)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 # -- wiring -------------------------------------------------------------------------------------------------
@@ -701,7 +954,8 @@ def build_parser() -> argparse.ArgumentParser:
         return cmd
 
     cmd = command("compile", cmd_compile, "build a construction's network and save it (.npz)")
-    cmd.add_argument("construction", help=f"one of: {', '.join(construction_names())}")
+    # The names are looked up (package metadata, a tenth of a CPU-second) only when this help is shown.
+    cmd.add_argument("construction", help="one of: %(known)s").known = _Later(lambda: ", ".join(construction_names()))
     cmd.add_argument("-o", "--output", required=True, help="where to write the network")
 
     cmd = command("run", cmd_run, "run a saved network on tokens or on random instances")
@@ -717,8 +971,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--plot", metavar="PNG", help="also draw the residual stream (labelled) and attention of one "
                                                    "input to this image file (needs matplotlib)")
     cmd.add_argument("--tokens", help="with --plot: the input to draw, comma-separated (default: a random one)")
-    cmd.add_argument("--graph", metavar="PNG", help="also draw the dataflow graph (which block reads and writes which "
-                                                    "residual direction) to this image file")
+    cmd.add_argument("--graph", metavar="PNG", help="also draw the dataflow as a grid (residual directions x blocks: "
+                                                    "which block reads and writes which) to this image file")
 
     cmd = command("bounds", cmd_bounds, "the theorems' thresholds for depth L and budget Hdp, evaluated exactly")
     cmd.add_argument("--L", type=int, required=True, help="composition depth")
@@ -744,7 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Hypothesis search, shrinking a failure to a minimal input (falsified or unknown)")
     cmd.add_argument("--seed", type=int, default=0)
     cmd.add_argument("--max-examples", type=int, metavar="N",
-                     help=f"inputs Hypothesis generates (default {check.DEFAULT_MAX_EXAMPLES})")
+                     help=f"inputs Hypothesis generates (default {DEFAULT_MAX_EXAMPLES})")
 
     cmd = command("min-precision", cmd_min_precision,
                   "the smallest bit count p at which a construction is verified, per format family")
@@ -756,9 +1010,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--M", type=int, help="two_sum: the modulus")
     cmd.add_argument("--t", type=int, help="two_sum: the target")
     cmd.add_argument("--causal", action="store_true", help="two_sum: the causal variant")
-    cmd.add_argument("--family", required=True, choices=sorted(precision.FAMILIES))
+    cmd.add_argument("--family", required=True, choices=sorted(FAMILY_SPLITS))
     cmd.add_argument("--semantics", required=True, choices=SEMANTICS)
-    cmd.add_argument("--method", default="certify", choices=precision.METHODS,
+    cmd.add_argument("--method", default="certify", choices=METHODS,
                      help="certify (default; any size) or exhaustive (every input; small families only)")
     cmd.add_argument("--max-bits", type=int, default=64, help="largest p tried")
 
@@ -812,9 +1066,20 @@ def build_parser() -> argparse.ArgumentParser:
                                               "budget, and write the report (Markdown, JSON, plots)")
     cmd.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json, plots, "
                                                                 "networks and certificates")
-    cmd.add_argument("--quick", action="store_true", help="the configuration's small `quick` sizes (under a minute)")
+    cmd.add_argument("--quick", action="store_true", help="a smoke run: the configuration's small `quick` sizes, "
+                                                          "a few training steps (about a minute)")
     cmd.add_argument("--L", type=int, nargs="+", help="only these depths (default: every configured one)")
     cmd.add_argument("--config", metavar="JSON", help="a configuration file (default: the embedded one)")
+    stored_or_full = cmd.add_mutually_exclusive_group()
+    stored_or_full.add_argument("--full", action="store_true",
+                                help="compute everything here: train every network and the capacity curve, and scan "
+                                     "every separation from its family's first size (about 1.5 hours on 2 cores); "
+                                     "writes DIR/trained.json for later replays; the default for --quick and --config")
+    stored_or_full.add_argument("--stored", metavar="DIR",
+                                help="replay what a --full run wrote to DIR (default for the embedded configuration: "
+                                     "the repository's docs/hierarchy): trained networks and the capacity curve, "
+                                     "searched here, one network and one capacity point retrained and compared bit "
+                                     "for bit; each separation's certificate and coverage re-checked here")
     add_engine_options(cmd)
 
     # `witness search ARCH`: one subcommand per architecture family, each with `add_search_options`.
@@ -856,6 +1121,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     was_quiet = quiet()
+    # Exact integers at the theorems' scale (`bounds --n 2^1000000`) have more than Python's default 4,300 digits
+    # for str(); big_int bounds what comes in (exponents up to 10^6), so every such number is printed in full.
+    digits = getattr(sys, "get_int_max_str_digits", lambda: None)()
+    if digits is not None:
+        sys.set_int_max_str_digits(0)
     try:
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "compile":
@@ -871,6 +1141,10 @@ def main(argv: list[str] | None = None) -> int:
         print("witness: error: the output pipe closed before witness finished writing", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
+        if "distributed" in sys.modules:  # a sweep was running: its clusters go now, quietly
+            from witness.sweep import close_local_clusters
+
+            close_local_clusters()
         print("witness: interrupted", file=sys.stderr)
         return 130
     except MemoryError:
@@ -879,6 +1153,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"internal error ({type(exc).__name__}: {exc}); please report it", argv)
     finally:
         set_quiet(was_quiet)
+        if digits is not None:
+            sys.set_int_max_str_digits(digits)
 
 
 def _error(message: str, argv: list[str], status: int = EXIT_BAD_INPUT) -> int:

@@ -6,13 +6,20 @@ package declares its builders in pyproject.toml and they are looked up here at c
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from witness.errors import ParameterError
 from witness.resources import require_memory
 
 GROUP = "witness.constructions"
+
+
+def entry_points(group: str):
+    """`importlib.metadata.entry_points`, imported when a construction is looked up: `import witness` and
+    `witness --help` need no package metadata (it takes a tenth of a CPU-second)."""
+    from importlib.metadata import entry_points as installed
+
+    return installed(group=group)
 
 
 def construction_names() -> list[str]:

@@ -17,6 +17,7 @@ torch is an optional extra; the core never imports this module.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -260,6 +261,18 @@ def _torch_accuracy(module, tokens: torch.Tensor, expected: np.ndarray) -> float
     return float((unique_argmax(logits.double().numpy()) == expected).all(axis=1).mean())
 
 
+def use_deterministic_algorithms(mode: bool, warn_only: bool = False) -> None:
+    """`torch.use_deterministic_algorithms`, without the import of `torch._inductor.config` it makes to set
+    Inductor's own switch (about 2 CPU-seconds, on every `train` and every capacity job): that switch is read only by
+    `torch.compile`, which witness never calls, and the kernels' switch set here is the same. Where Inductor is
+    already loaded, the public call sets both."""
+    native = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if native is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        native(mode, warn_only=warn_only)
+
+
 def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: int = 0, lr: float = DEFAULT_LR,
           batch_size: int = 64, warmup: int | None = None, hop_weight: float | None = None, weight_decay: float = 0.0,
           eval_every: int | None = None) -> tuple[Network, TrainReport]:
@@ -274,6 +287,9 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
     if not isinstance(task, tuple(TASKS.values())):
         raise ParameterError(f"train needs a task ({', '.join(TASKS)}), got {type(task).__name__}")
     steps = check_int("steps", steps, 1)
+    seed = check_int("seed", seed, 0)
+    if seed >= 2 ** 64:
+        raise ParameterError(f"seed must be below 2^64 (torch.manual_seed takes 64 bits), got {seed}")
     batch_size = check_int("batch_size", batch_size, 1)
     warmup = max(1, steps // 20) if warmup is None else check_int("warmup", warmup, 0)
     eval_every = max(1, steps // 20) if eval_every is None else check_int("eval_every", eval_every, 1)
@@ -296,7 +312,8 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
     curve_expected = task.answers(eval_tokens[:CURVE_INPUTS]).reshape(len(curve_tokens), -1)
     data_rng = np.random.default_rng([seed, 0])
     previous_determinism, previous_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    torch.use_deterministic_algorithms(True)
+    previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    use_deterministic_algorithms(True)
     # One thread: these matrices are tiny, so handing them between threads costs more than it saves, and the
     # result then cannot depend on how many cores the machine has.
     torch.set_num_threads(1)
@@ -328,7 +345,7 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
                     progress.set_postfix(loss=f"{loss_value:.3f}", acc=f"{history[-1][2]:.3f}", refresh=False)
         elapsed = time.perf_counter() - start
     finally:
-        torch.use_deterministic_algorithms(previous_determinism)
+        use_deterministic_algorithms(previous_determinism, warn_only=previous_warn_only)
         torch.set_num_threads(previous_threads)
 
     trained = from_module(module)

@@ -19,18 +19,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from verify.defaults import PAIR_PREFIXES, SEARCH_SAMPLES
 from verify.search import architectures, margin, pairs, probes
 from verify.search.report import SearchReport
 from witness.arith import Arithmetic
 from witness.ir import Network
 
 #: Default effort per search: sampled inputs, Hypothesis examples, largest family run exhaustively, and for the
-#: pairs the suffixes fixed and random prefixes run under each (plus every single-token change of one of them).
-SAMPLES = 2000
+#: pairs the suffixes fixed and random prefixes run under each (plus every single-token change of one of them);
+#: SAMPLES and PAIR_PREFIXES are defined in verify.defaults, which the command line reads without this module.
+SAMPLES = SEARCH_SAMPLES
 HYPOTHESIS_EXAMPLES = 100
 EXHAUSTIVE_LIMIT = 20_000
 PAIR_SUFFIXES = 4
-PAIR_PREFIXES = 256
 
 
 def counting(task, state_bits: int) -> dict[str, Any]:

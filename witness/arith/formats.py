@@ -22,10 +22,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from witness.arith.kernels import float_parameters, round_fixed_array, round_float_array
 from witness.errors import OverflowInFormat, ParameterError
 
 FORMAT_SYNTAX = "fp16 | bf16 | fp32 | fp64 | float:M,E | fixed:I,F | exact"
+
+_KERNELS = None
+
+
+def kernels():
+    """`witness.arith.kernels`, imported on first use: numba takes about half a CPU-second to import, and only a
+    rounding or an index-order matmul needs it (a compile or `--help` never does; tests/test_startup.py)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from witness.arith import kernels as module
+
+        _KERNELS = module
+    return _KERNELS
 
 
 def _check_int(owner: str, name: str, value, low: int, high: int) -> None:
@@ -91,7 +103,9 @@ class Float:
         if self.mantissa > 50 or self.exponent > 10:
             return self._round_by_scaling(x)
         rounded = np.empty(x.shape)
-        round_float_array(x.reshape(-1), rounded.reshape(-1), *float_parameters(self.mantissa, self.exponent))
+        compiled = kernels()
+        compiled.round_float_array(x.reshape(-1), rounded.reshape(-1),
+                                   *compiled.float_parameters(self.mantissa, self.exponent))
         return rounded
 
     def _round_by_scaling(self, x: np.ndarray) -> np.ndarray:
@@ -147,8 +161,8 @@ class Fixed:
         One compiled pass (`witness.arith.kernels.round_fixed`)."""
         x = np.asarray(values, dtype=np.float64)
         rounded = np.empty(x.shape)
-        first = round_fixed_array(x.reshape(-1), rounded.reshape(-1), 2.0 ** self.fraction,
-                                  2.0 ** (self.integer + self.fraction))
+        first = kernels().round_fixed_array(x.reshape(-1), rounded.reshape(-1), 2.0 ** self.fraction,
+                                            2.0 ** (self.integer + self.fraction))
         if first >= 0:
             index = tuple(int(i) for i in np.unravel_index(first, x.shape))
             raise OverflowInFormat(

@@ -42,13 +42,10 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import gmpy2
 import numpy as np
 
 from witness.arith.base import Arithmetic
-from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, parse_format
-from witness.arith.kernels import (NO_ROUNDING, ROUND_FIXED, ROUND_FLOAT, float_parameters, matmul_parameters,
-                                   ordered_matmul, round_fixed_array)
+from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, kernels, parse_format
 from witness.errors import OverflowInFormat, ParameterError, StandInOverflow
 
 SEMANTICS = ("strict", "theory", "mixed")
@@ -177,15 +174,17 @@ class StrictArithmetic(_Rounded):
             left = np.broadcast_to(a, batch + (rows, depth)).reshape(-1, rows, depth)
             right = np.broadcast_to(b, batch + (depth, columns)).reshape(-1, depth, columns)
         left, right = np.ascontiguousarray(left), np.ascontiguousarray(right)
-        fmt = self.operations_format
+        fmt, compiled = self.operations_format, kernels()
         if isinstance(fmt, Fixed):
-            parameters = matmul_parameters(ROUND_FIXED, fixed_format=(2.0 ** fmt.fraction,
-                                                                      2.0 ** (fmt.integer + fmt.fraction)))
+            parameters = compiled.matmul_parameters(compiled.ROUND_FIXED,
+                                                    fixed_format=(2.0 ** fmt.fraction,
+                                                                  2.0 ** (fmt.integer + fmt.fraction)))
         elif fmt == FP64:
-            parameters = matmul_parameters(NO_ROUNDING)
+            parameters = compiled.matmul_parameters(compiled.NO_ROUNDING)
         else:
-            parameters = matmul_parameters(ROUND_FLOAT, float_parameters(fmt.mantissa, fmt.exponent))
-        result, inside = ordered_matmul(left, right, parameters, finite)
+            parameters = compiled.matmul_parameters(compiled.ROUND_FLOAT,
+                                                    compiled.float_parameters(fmt.mantissa, fmt.exponent))
+        result, inside = compiled.ordered_matmul(left, right, parameters, finite)
         if not inside:
             return self._accumulate(a, b)  # raises OverflowInFormat naming the first offending entry, or passes -inf
         return result.reshape(batch + (rows, columns))
@@ -310,6 +309,8 @@ def _exp_enclosed(x: float, fmt: Float | Fixed) -> float:
     so doubling the precision ends the loop)."""
     if x == 0:
         return 1.0
+    import gmpy2  # imported here: only a rounding boundary needs MPFR, and a command that rounds none starts faster
+
     precision = 64
     while True:
         ends = []
@@ -339,7 +340,8 @@ def _nearest(values: np.ndarray, fmt: Float | Fixed) -> np.ndarray:
     """Round to nearest even onto `fmt`; for fixed formats without the range check (the caller checks once)."""
     if isinstance(fmt, Fixed):
         rounded = np.empty(values.shape)
-        round_fixed_array(values.reshape(-1), rounded.reshape(-1), 2.0 ** fmt.fraction, math.inf)  # no range
+        # no range check here
+        kernels().round_fixed_array(values.reshape(-1), rounded.reshape(-1), 2.0 ** fmt.fraction, math.inf)
         return rounded
     return fmt.round(values)
 
