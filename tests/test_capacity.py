@@ -33,7 +33,7 @@ def test_summary_judges_each_point_by_its_control():
     assert (hybrid["mean"], hybrid["min"], hybrid["max"], hybrid["seeds"]) == (0.2, 0.2, 0.2, 2)
     assert hybrid["ratio"] == 64 / 96 and not hybrid["control_learned"]
     assert summary[16, "control"]["mean"] == pytest.approx(0.6)
-    text = capacity.markdown({"spec": capacity._plain_spec(SPEC), "rows": rows, "summary": list(summary.values())})
+    text = capacity.markdown({"spec": capacity.plain_spec(SPEC), "rows": rows, "summary": list(summary.values())})
     assert "no evidence (control did not learn)" in text
     assert "fell below C, where the control learned: a gap of training, not forced by counting" in text
     assert "control: did NOT learn" in text and "does not prove that none exists" in text

@@ -154,3 +154,23 @@ def test_a_trained_probe_counts_only_where_its_control_learned():
     assert "failed 100 of 200 inputs at float:2,5" in judged["hybrid2"]["evidence"]
     assert judged["random2"]["evidence"] == "counted"  # random weights are judged by their own words
     assert "no trained control" in judged["hybrid3"]["evidence"]
+
+
+def test_the_report_leads_with_a_summary_that_keeps_proof_and_evidence_apart(report):
+    out, payload = report
+    text = (out / "report.md").read_text()
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## Summary"
+    summary = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert 3 <= len(summary) <= 10 and all(line.startswith("* **") for line in summary)
+    assert summary[0].startswith("* **Smoke run**")  # --quick says what it is before anything else
+    proven = sum(row["category"] == "proven" for row in payload["rows"])
+    constructions = sum(row["stage"] == "construction" and row["status"] == "certified" for row in payload["rows"])
+    assert f"{constructions} constructions" in summary[1] and proven == constructions + 1  # + the L = 1 separation
+    untrained = [row for row in payload["rows"] if row["category"] == "untrained weights"]
+    assert untrained and f"{len(untrained)} probes with random or hand-set weights" in text
+    headline = text.split("## Certified constructions and trained networks", 1)[1].split("\n## ", 1)[0]
+    elsewhere = text.split("## Untrained weights", 1)[1].split("\n## ", 1)[0]
+    for row in untrained:  # random-weight rows stay out of the headline table
+        assert f"`{row['network']}`" not in headline and f"`{row['network']}`" in elsewhere
+    assert payload["complete"] is True and "NOT FINISHED" not in text

@@ -145,12 +145,12 @@ def capacity(spec: CapacitySpec, engine: Engine = Engine(), stored: tuple[dict[s
         kept += [row for row in reusable_rows(spec, curve, engine) if row["size"] not in have]
     done = {row["size"] for row in kept}
     points = list(itertools.product(spec.sizes, names, spec.seeds))
-    jobs = [{"spec": _plain_spec(spec), "size": size, "architecture": name, "seed": seed}
+    jobs = [{"spec": plain_spec(spec), "size": size, "architecture": name, "seed": seed}
             for size, name, seed in points if size not in done]
     trained = sweep(point_job, jobs, engine, progress="capacity points")
     order = {point: index for index, point in enumerate(points)}
     rows = sorted(kept + trained, key=lambda row: order[row["size"], row["architecture"], row["seed"]])
-    return {"spec": _plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
+    return {"spec": plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
 
 
 def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) -> list[dict[str, Any]]:
@@ -172,7 +172,7 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     if not kept:
         return []
     probe = min(kept, key=lambda row: row["seconds"])
-    replay = sweep(point_job, [{"spec": _plain_spec(spec), "size": probe["size"],
+    replay = sweep(point_job, [{"spec": plain_spec(spec), "size": probe["size"],
                                 "architecture": probe["architecture"], "seed": probe["seed"]}], engine,
                    progress="replaying a stored point")[0]
     differ = [f"{field} {replay[field]!r} (stored {probe[field]!r})" for field in REPLAYED
@@ -184,7 +184,7 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     return kept
 
 
-def _plain_spec(spec: CapacitySpec) -> dict[str, Any]:
+def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
 
 
@@ -278,31 +278,65 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     return "\n".join(lines)
 
 
-def plot(curve: dict[str, Any], path: str | Path) -> None:
-    """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture, and a dashed
-    line at each hybrid's C: right of its line, counting forces that hybrid's states to collide."""
+def plot(curve: dict[str, Any], path: str | Path):
+    """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture; a dashed line
+    at each hybrid's C (right of it, counting forces that hybrid's states to collide; a C far right of every N is
+    named in the legend only) and a dotted line at chance, 1/N (the answer is one of N values). x ticks name N, with
+    a * where the control did not learn (no point at that N is evidence). The legend sits right of the axes.
+    Saves to `path`; returns the Figure."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     spec = CapacitySpec(**curve["spec"])
-    figure = Figure(figsize=(6.5, 4.0), layout="constrained")
+    figure = Figure(figsize=(9.0, 4.2), layout="constrained")
     ax = figure.add_subplot()
+    handles = []
+    states: dict[int, list[tuple[str, str]]] = {}
     for name in spec.architectures():
         entries = [entry for entry in curve["summary"] if entry["architecture"] == name]
+        if not entries:
+            continue
         x = [entry["table_bits"] for entry in entries]
         mean = np.array([entry["mean"] for entry in entries])
         low = mean - np.array([entry["min"] for entry in entries])
         high = np.array([entry["max"] for entry in entries]) - mean
-        line = ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=name)
+        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=name))
         if entries[0]["state_bits"]:
-            ax.axvline(entries[0]["state_bits"], color=line[0].get_color(), linestyle="--", linewidth=1)
+            states.setdefault(entries[0]["state_bits"], []).append((name, handles[-1][0].get_color()))
+    sizes = sorted({entry["size"]: entry["table_bits"] for entry in curve["summary"]}.items())
+    learned = {entry["size"]: entry["control_learned"] for entry in curve["summary"]}
+    table = [bits for _, bits in sizes]
+    shown = [bits for bits in states if bits <= 2.5 * max(table)]  # further right would squeeze every point
     ax.set_xscale("log")
-    ax.set_xlabel(f"N·log2 N (bits in the last table); dashed: each hybrid's C at {spec.format}")
+    ax.set_xlim(min(table + shown) / 1.25, max(table + shown) * 1.25)
+    for bits, owners in sorted(states.items()):
+        names = ", ".join(name for name, _ in owners)
+        style = {"color": owners[0][1], "linestyle": "--", "linewidth": 1.2}
+        if bits in shown:
+            handles.append(ax.axvline(bits, **style, label=f"C = {bits} state bits ({names})"))
+        else:
+            handles.append(Line2D([], [], **style, label=f"C = {bits} state bits ({names}),\n"
+                                                         "off the right edge: N·log2 N < C at every N here"))
+    handles += ax.plot(table, [1 / size for size, _ in sizes], color="black", linestyle=":", linewidth=1.5,
+                       label="chance: 1/N (the answer is one of N)")
+    if not all(learned.values()):
+        handles.append(Line2D([], [], linestyle="", label=f"N*: the control's mean < {LEARNED:.0%},\n"
+                                                           "so no point at that N is evidence"))
+    ax.xaxis.set_major_locator(FixedLocator(table))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"N = {size}{'' if learned[size] else '*'}\n{bits:.0f} bits" for size, bits in sizes],
+                       fontsize=8)
+    ax.set_xlabel("N·log2 N, the bits in the last table (log scale); right of a dashed line, N·log2 N > C")
     ax.set_ylabel(f"accuracy at {spec.format}")
     ax.set_ylim(-0.02, 1.02)
+    ax.grid(True, alpha=0.3)
     ax.set_title(f"L = {spec.L}: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, {spec.steps} steps, "
-                 f"{len(spec.seeds)} seeds")
-    ax.legend(fontsize=8)
+                 f"{len(spec.seeds)} seeds", fontsize=10)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              title="accuracy: mean over seeds, bars min–max", title_fontsize=8)
     figure.savefig(path, dpi=120, bbox_inches="tight")
+    return figure
 
 
 def write(curve: dict[str, Any], out: str | Path) -> None:
@@ -313,5 +347,5 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["CapacitySpec", "capacity", "reusable_rows", "summarise", "markdown", "plot", "write", "point_job",
-           "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "capacity", "reusable_rows", "plain_spec", "summarise", "markdown", "plot", "write",
+           "point_job", "LEARNED", "CONTROL"]

@@ -20,7 +20,7 @@ import networkx as nx
 import numpy as np
 
 from witness.ir import Network
-from witness.mixers import RNN
+from witness.mixers import RECURRENT_MIXERS, RNN
 
 EMBED_POS, EMBED_TOK, UNEMBED = "embed:pos", "embed:tok", "unembed"
 
@@ -140,28 +140,84 @@ def dataflow(network: Network) -> Dataflow:
                     tuple(layers), _rows(network.readout.W_U))
 
 
-def draw(network: Network, path) -> None:
-    """Save the dataflow graph as an image: blocks in execution order left to right, directions between them."""
-    import matplotlib
+#: Above this many residual directions `draw` gives one row per label group (`R1[*]`) instead of one per direction.
+MAX_ROWS = 120
+#: Cell colours of `draw`: nothing, read, written, both.
+CELL_COLOURS = ("#ffffff", "#9ecae1", "#fc9272", "#c994c7")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    graph = dataflow(network).graph()
-    blocks = [node for node, data in graph.nodes(data=True) if data["kind"] == "block"]
-    directions = [node for node, data in graph.nodes(data=True) if data["kind"] == "direction"]
-    position = {name: (2.0 * column, 0.0) for column, name in enumerate(blocks)}
-    for row, name in enumerate(directions):
-        writers = [position[source][0] for source in graph.predecessors(name)]
-        position[name] = (float(np.mean(writers)) + 1.0 if writers else -1.0, -1.0 - row)
-    colours = {"position": "#4c72b0", "token": "#55a868", "computed": "#c44e52"}
-    node_colours = ["#dddddd" if graph.nodes[node]["kind"] == "block" else colours[graph.nodes[node]["depends_on"]]
-                    for node in graph.nodes]
-    figure, axes = plt.subplots(figsize=(2 + 1.6 * len(blocks), 1 + 0.35 * len(directions)))
-    nx.draw_networkx(graph, position, ax=axes, node_color=node_colours, node_size=260, font_size=7,
-                     arrowsize=6, width=0.4, edge_color="#888888")
-    axes.set_title("dataflow: blue = position-only, green = token-only, red = computed by a block")
-    axes.set_axis_off()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+def _group(label: str) -> str:
+    """The group of a basis label: `R1[0]` -> `R1`, `type:z1` -> `type`, `one` -> `one`."""
+    return label.split("[", 1)[0].split(":", 1)[0]
+
+
+def draw(network: Network, path=None):
+    """The dataflow as a grid, saved to `path` when given; returns the Figure. Rows: residual directions (basis
+    labels, grouped, one row per group past `MAX_ROWS` directions) with what their value depends on; columns:
+    blocks in execution order (embedding, each layer's mixer and MLP, readout). A cell is coloured when the block
+    reads (blue), writes (red) or both (purple) the direction, and its letters say how: Q, K, V (query, key,
+    value; a recurrent mixer's gates count as K, an RNN's input as V), in (MLP input), U (unembedding), W
+    (write)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    flow = dataflow(network)
+    columns: list[tuple[str, dict[str, frozenset[int]], frozenset[int]]] = [
+        ("embed\npos", {}, flow.position_written), ("embed\ntok", {}, flow.token_written)]
+    for l, (layer, lf) in enumerate(zip(network.layers, flow.layers)):
+        columns.append((f"blocks.{l}\n{layer.mixer.kind}", {"Q": lf.query, "K": lf.key, "V": lf.value},
+                        lf.attn_writes))
+        if layer.mlp is not None:
+            columns.append((f"blocks.{l}\nmlp", {"in": lf.mlp_reads}, lf.mlp_writes))
+    columns.append(("unembed", {"U": flow.readout}, frozenset()))
+    depends = {index: "position" for index in flow.position_only} | {index: "token" for index in flow.token_only}
+    groups: dict[str, list[int]] = {}
+    for index, label in enumerate(flow.labels):
+        groups.setdefault(_group(label), []).append(index)
+    if len(flow.labels) <= MAX_ROWS:
+        rows = [(label, [index]) for index, label in enumerate(flow.labels)]
+    else:
+        rows = [(f"{name} ({len(indices)})" if len(indices) > 1 else flow.labels[indices[0]], indices)
+                for name, indices in groups.items()]
+    codes = np.zeros((len(rows), len(columns)), dtype=int)
+    texts = [["" for _ in columns] for _ in rows]
+    for r, (_, indices) in enumerate(rows):
+        members = set(indices)
+        for c, (_, reads, writes) in enumerate(columns):
+            roles = [role for role, directions in reads.items() if members & directions]
+            wrote = bool(members & writes)
+            codes[r, c] = (1 if roles else 0) + (2 if wrote else 0)
+            texts[r][c] = "".join(roles) + (" W" if roles and wrote else "W" if wrote else "")
+    figure = Figure(figsize=(3.2 + 0.8 * len(columns), 1.9 + 0.22 * len(rows)), layout="constrained")
+    axes = figure.add_subplot()
+    axes.imshow(codes, cmap=ListedColormap(CELL_COLOURS), vmin=-0.5, vmax=3.5, aspect="auto",
+                interpolation="nearest")
+    for r, line in enumerate(texts):
+        for c, text in enumerate(line):
+            if text:
+                axes.text(c, r, text, ha="center", va="center", fontsize=6.5)
+    kinds = [{depends.get(index, "computed") for index in indices} for _, indices in rows]
+    axes.set_yticks(range(len(rows)), [f"{label}  ({kind.pop() if len(kind) == 1 else 'mixed'})"
+                                       for (label, _), kind in zip(rows, kinds)], fontsize=7)
+    axes.set_xticks(range(len(columns)), [name for name, _, _ in columns], fontsize=7)
+    axes.xaxis.tick_top()
+    axes.tick_params(length=0)
+    boundaries = [r for r in range(1, len(rows)) if _group(rows[r][0]) != _group(rows[r - 1][0])]
+    for r in boundaries:
+        axes.axhline(r - 0.5, color="#666666", linewidth=0.8)
+    for c in range(1, len(columns)):  # dark where a layer (or the readout) begins, light inside one
+        inside = columns[c][0].startswith("embed") or columns[c][0].endswith("mlp")
+        axes.axvline(c - 0.5, color="#cccccc" if inside else "#666666", linewidth=0.8 if inside else 1.2)
+    axes.set_title(f"Dataflow of {getattr(network.task, 'name', None) or 'the network'}: which block reads and "
+                   "writes which residual direction\n(row label: what the direction's value depends on)",
+                   fontsize=9)
+    recurrent = any(isinstance(layer.mixer, RECURRENT_MIXERS) for layer in network.layers)
+    read = "read (Q, K, V: query, key, value; in: MLP input; U: unembedding" + (
+        "; recurrent mixers: gates count as K, an RNN's input as V)" if recurrent else ")")
+    figure.legend(handles=[Patch(facecolor=colour, edgecolor="#666666", label=words) for colour, words in zip(
+        CELL_COLOURS[1:], (read, "written (W)", "read and written"))], loc="outside lower center", ncols=1,
+        fontsize=7, frameon=False)
+    if path is not None:
+        figure.savefig(path, dpi=110, bbox_inches="tight")
+    return figure

@@ -45,8 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-
-from verify import capacity, hierarchy_report, precision, separation
+from verify import capacity, hierarchy_report, precision, separation, trained
 from verify.certify import certify
 from verify.hierarchy_report import CERTIFIED, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN
 from verify.result import Status
@@ -54,7 +53,8 @@ from verify.search import bounds as theorem_bounds
 from verify.search.hybrid import search_full, search_hybrid
 from verify.search.probes import failing_and_tried
 from verify.search.sparse import search_sparse
-from witness.progress import bar
+from verify.search.architectures import MLP_RATIO, TRAIN_SEEDS
+from witness.progress import RunBar, quiet, set_quiet
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import FileFormatError, ParameterError, WitnessError
@@ -227,22 +227,30 @@ SEARCHES = {
 
 
 def probe_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Search one architecture within a budget for failures; every failure comes confirmed from the search."""
+    """Search one architecture within a budget for failures; every failure comes confirmed from the search. A
+    trained network is read from its file (`job["weights_file"]`, written by a training job or copied from a
+    store): the search is this run's, the weights are what training wrote."""
     search = SEARCHES[job["architecture_kind"]][0]
     row = {"stage": "probe", "L": job["L"], "task": job["task"], "name": job["name"],
            "architecture": job["architecture"], "params": job["params"], "weights": job["weights"],
            "seed": job["seed"], "format": job["format"], "semantics": job["semantics"], "network": None,
            "certificate": None, "budget": job["budget"], "control": job["architecture_kind"] == "control"}
-    task = Composition(**job["params"]) if job["task"] == "composition" else TwoSum(**job["params"])
+    task = trained.task_of(job)
     network_path = f"networks/{job['name']}.npz"
-    shape = {key: job["budget"][key] for key in ("H", "d_head", "d_model")}
-    report = search(task, **job["architecture_options"], **shape, **job["effort"],
-                    arith=arithmetic(parse_format(job["format"]), job["semantics"]), weights=job["weights"],
-                    seed=job["seed"], save_network=str(Path(job["out"]) / network_path))
+    weights_file = job.get("weights_file")
+    report = search(task, **job["architecture_options"], **job["shape"], **job["effort"],
+                    arith=arithmetic(parse_format(job["format"]), job["semantics"]),
+                    weights=weights_file or job["weights"], seed=job["seed"],
+                    save_network=None if weights_file else str(Path(job["out"]) / network_path))
     found = report.as_dict()
     failing, tried = failing_and_tried(found["searched"])
+    if weights_file:
+        training = job["training_reports"]
+        found["searched"]["weights"] = {"source": "trained", "best_accuracy": training[0]["accuracy"],
+                                        "training": training, "file": network_path}
+        row["replayed_from"] = job.get("replayed_from")
     accuracy = found["searched"].get("weights", {}).get("best_accuracy")
-    row.update(network=network_path if report.network else None, budget=found["budget"],
+    row.update(network=network_path, budget=found["budget"],
                failures=found["failures"], pairs=found["pairs"], searched=found["searched"], failing=failing,
                tried=tried, trained_accuracy=accuracy)
     if task.name == "composition":
@@ -256,8 +264,10 @@ def probe_job(job: dict[str, Any]) -> dict[str, Any]:
         meaning = "random weights: a failure here says nothing about what the architecture can learn"
     elif job["weights"] == "trained":
         meaning = f"trained to accuracy {accuracy:.3f} (float64 executor, held-out inputs)"
+        if row.get("replayed_from"):
+            meaning += f"; weights replayed from {row['replayed_from']}, searched here"
     else:
-        meaning = f"{job['weights']} weights"
+        meaning = f"{job['weights']} weights (the construction's own, under sparse attention)"
     status = FAILURES if failing or found["pairs"] else NONE_FOUND
     evidence = f"{counts}; {meaning}" if status == FAILURES else \
         f"none of {tried} inputs failed at {job['format']} (a search, not a proof); {meaning}"
@@ -291,11 +301,17 @@ def judge_against_controls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def separation_job(job: dict[str, Any]) -> dict[str, Any]:
-    """The separation at depth L (verify.separation), written under DIR/separation/L{L}/; a certified row."""
+    """The separation at depth L (verify.separation), written under DIR/separation/L{L}/; a certified row. With
+    `job["stored"]` (a folder a --full run wrote) its certificate is re-checked here (`separation.recheck`) and
+    only the scan that found the smallest size is replayed."""
     L, out = job["L"], Path(job["out"])
-    found = separation.separation(L)
+    stored = job.get("stored")
+    found = separation.separation(L) if stored is None else separation.recheck(stored)
     folder = f"separation/L{L}"
     separation.write(found, out / folder)
+    scan = "" if stored is None else (
+        f"; certificate and coverage re-checked here, the scan that found this smallest size ({found['sizes_scanned']} "
+        f"sizes, {found['certify_calls']} certify calls) replayed from {job['shown_as']}")
     budget = {key: found[key] for key in ("H", "d_head", "d_model", "d", "p", "Hdp")} | {"state_bits": 0}
     theorem = found["theorem"]
     return {"stage": "separation", "L": L, "task": "composition", "name": f"L{L}_separation",
@@ -310,16 +326,22 @@ def separation_job(job: dict[str, Any]) -> dict[str, Any]:
             "evidence": f"every input (2^{found['inputs_log2']} inputs) at p* = {found['p']}, the smallest covered "
                         f"size of the family ({found['family']}, k = {found['k']}); Hdp = {found['Hdp']} <= "
                         f"{theorem['largest_Hdp']} = floor(n^(2^-{4 * L + 2})): Theorem 1.1 covers this budget "
-                        f"(`{folder}/separation.md`)"}
+                        f"(`{folder}/separation.md`){scan}", **({"replayed_from": job["shown_as"]} if stored else {})}
 
 
 JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job,
-        "separation": separation_job, "capacity": capacity.point_job}
+        "separation": separation_job, "capacity": capacity.point_job, "train": trained.train_job,
+        "replay_network": trained.replay_network_job, "replay_capacity": trained.replay_capacity_job}
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """The sweep's one entry point: dispatch on `job["kind"]`."""
-    return JOBS[job["kind"]](job)
+    """The sweep's one entry point: dispatch on `job["kind"]`. A job draws no bar of its own: the run has one."""
+    was_quiet = quiet()
+    set_quiet(True)
+    try:
+        return JOBS[job["kind"]](job)
+    finally:
+        set_quiet(was_quiet)
 
 
 # -- the plan --------------------------------------------------------------------------------------------------
@@ -328,7 +350,7 @@ def _names(L: int) -> dict[str, Any]:
 
 
 def first_jobs(config: Config, out: Path) -> list[dict[str, Any]]:
-    """Stage 1 and 2 jobs: the constructions (composition per L, 2-Sum) and the p* sweep."""
+    """Stage 1 jobs: the constructions (composition per L, 2-Sum), the p* sweep and the separations."""
     jobs = []
     common = {"kind": "construction", "family": config.family, "semantics": config.semantics,
               "fallback_format": config.fallback_format, "out": str(out)}
@@ -348,47 +370,82 @@ def first_jobs(config: Config, out: Path) -> list[dict[str, Any]]:
                      "architecture": architecture, "params": params})
     for semantics, log2_ms in config.sweep_log2_m:
         for L, _, _ in config.levels:
-            jobs += [{"kind": "precision", "L": L, "m": 2**j, "family": config.sweep_family, "semantics": semantics}
-                     for j in log2_ms]
-    jobs += [{"kind": "separation", "L": L, "out": str(out)} for L in config.separation]
+            jobs += [{"kind": "precision", "name": f"p* L{L} m=2^{j} {semantics}", "L": L, "m": 2**j,
+                      "family": config.sweep_family, "semantics": semantics} for j in log2_ms]
+    jobs += [{"kind": "separation", "name": f"separation L{L}", "L": L, "out": str(out)} for L in config.separation]
     return jobs
 
 
-def probe_jobs(config: Config, out: Path, constructions: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stage 3 jobs: each probe runs within the budget and format of the construction it is compared with."""
+def probe_plan(config: Config, out: Path) -> list[dict[str, Any]]:
+    """The probes of stage 2, before their budgets are known (`within_budgets` fills them in): per depth the hybrid
+    with L-1 full layers, L full layers and, where weights are trained, the control; the sparse layer on 2-Sum."""
     jobs = []
 
-    def add(kind: str, L: int | None, task: str, params: dict, reference: dict, options: dict, runs, effort: dict):
-        fmt = reference.get("format") or config.fallback_format
+    def add(kind: str, L: int | None, task: str, params: dict, reference: str, options: dict, runs, effort: dict):
         label = SEARCHES[kind][1].format(**{"linear": config.linear_per_gap, "mixer": config.mixer, **options,
                                             **({} if L is None else _names(L))})
         prefix = "" if L is None else f"L{L}_"
+        training = {"train_seeds": effort.get("train_seeds", TRAIN_SEEDS), "train_steps": effort.get("train_steps"),
+                    "mlp_ratio": effort.get("mlp_ratio", MLP_RATIO)}
         for weight, seed in runs:
             jobs.append({"kind": "probe", "architecture_kind": kind, "L": L, "task": task, "params": params,
-                         "name": f"{prefix}{kind}_{weight}_s{seed}", "architecture": label,
-                         "architecture_options": options, "effort": effort, "budget": reference["budget"],
-                         "format": fmt, "semantics": config.semantics, "weights": weight, "seed": seed,
-                         "out": str(out)})
+                         "name": f"{prefix}{kind}_{weight}_s{seed}", "architecture": label, "reference": reference,
+                         "architecture_options": options, "effort": effort, "training": training,
+                         "semantics": config.semantics, "weights": weight, "seed": seed, "out": str(out)})
 
     for L, m, n in config.levels:
-        reference = constructions[f"L{L}_composition"]
         params = {"L": L, "m": m, "n": list(n)}
+        reference = f"L{L}_composition"
         add("hybrid", L, "composition", params, reference,
             {"full_layers": L - 1, "linear_per_gap": config.linear_per_gap, "mixer": config.mixer},
             config.runs, config.effort)
         add("full", L, "composition", params, reference, {"layers": L}, config.runs, config.effort)
-        trained = tuple(run for run in config.runs if run[0] == "trained")
-        if trained:
-            add("control", L, "composition", params, reference, {"layers": L + 1}, trained, config.effort)
-    if config.capacity is not None:
-        spec = capacity.CapacitySpec(**config.capacity)
-        jobs += [{"kind": "capacity", "spec": config.capacity, "size": size, "architecture": name, "seed": seed}
-                 for size in spec.sizes for name in spec.architectures() for seed in spec.seeds]
+        trained_runs = tuple(run for run in config.runs if run[0] == "trained")
+        if trained_runs:
+            add("control", L, "composition", params, reference, {"layers": L + 1}, trained_runs, config.effort)
     two_sum = config.two_sum
-    add("sparse", None, "two_sum", {"n": two_sum["n"], "M": two_sum["M"], "t": two_sum["t"]},
-        constructions["two_sum"], {"block": two_sum["block"], "k": two_sum["k"]}, two_sum["runs"],
-        two_sum["effort"])
+    add("sparse", None, "two_sum", {"n": two_sum["n"], "M": two_sum["M"], "t": two_sum["t"]}, "two_sum",
+        {"block": two_sum["block"], "k": two_sum["k"]}, two_sum["runs"], two_sum["effort"])
     return jobs
+
+
+def within_budgets(jobs: list[dict[str, Any]], constructions: dict[str, dict[str, Any]], fallback_format: str
+                   ) -> list[dict[str, Any]]:
+    """Each probe within the budget and at the p* format of the construction it is compared with."""
+    placed = []
+    for job in jobs:
+        reference = constructions[job["reference"]]
+        budget_ = reference["budget"]
+        placed.append({**job, "budget": budget_, "format": reference.get("format") or fallback_format,
+                       "shape": {key: budget_[key] for key in ("H", "d_head", "d_model")}})
+    return placed
+
+
+def capacity_jobs(config: Config) -> list[dict[str, Any]]:
+    if config.capacity is None:
+        return []
+    spec = capacity.CapacitySpec(**config.capacity)
+    return [{"kind": "capacity", "name": f"capacity N={size} {name} s{seed}", "spec": config.capacity,
+             "size": size, "architecture": name, "seed": seed}
+            for size in spec.sizes for name in spec.architectures() for seed in spec.seeds]
+
+
+#: Seconds one worker takes for a job, measured on the 2-core machine (docs/benchmarks.md): the bar's estimate of
+#: the work ahead, never a limit. Training jobs use the seconds their stored twin took, where there is one.
+ESTIMATED_SECONDS = {"construction": 1.0, "precision": 1.0, "probe": 3.0, "capacity": 150.0,
+                     "train": {1: 20.0, 2: 55.0, 3: 300.0, None: 30.0}, "separation": {1: 2.0, 2: 1500.0},
+                     "separation recheck": {1: 1.0, 2: 25.0}}
+
+
+def estimated_seconds(job: dict[str, Any]) -> float:
+    if "seconds" in job:
+        return float(job["seconds"])
+    if job["kind"] == "separation" and job.get("stored"):
+        return ESTIMATED_SECONDS["separation recheck"].get(job["L"], 30.0)
+    if job["kind"] == "capacity":  # about 150 s per 16,000 steps at the default budget, and a start-up
+        return 5.0 + ESTIMATED_SECONDS["capacity"] * job["spec"]["steps"] / 16000
+    guess = ESTIMATED_SECONDS.get(job["kind"], 1.0)
+    return float(guess.get(job.get("L"), 30.0) if isinstance(guess, dict) else guess)
 
 
 def bounds_rows(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -417,41 +474,134 @@ def bounds_rows(config: Config, rows: list[dict[str, Any]]) -> list[dict[str, An
     return out
 
 
+def _split(results: list, *sizes: int) -> list[list]:
+    """`results` cut into consecutive parts of the given sizes, and the rest."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(list(results[start:start + size]))
+        start += size
+    return parts + [list(results[start:])]
+
+
+def plan_words(costs: dict[str, float], engine: Engine, store: trained.Store | None, config: Config) -> str:
+    """What the run is about to do and roughly how long it takes, said before it starts."""
+    workers = engine.workers or 1
+    where = f"on {workers} worker{'s' if workers > 1 else ''}" if engine.scheduler is None else "on the cluster"
+    words = (f"witness hierarchy: {len(costs)} jobs, about {sum(costs.values()) / 60:.0f} min of work {where} "
+             f"(about {sum(costs.values()) / 60 / workers:.0f} min if they share it evenly)")
+    if store is not None:
+        scans = sum(estimated_seconds({"kind": "separation", "L": L}) for L in config.separation)
+        words += (f"; trained networks, capacity curve and separation scans replayed from {store.display('')} "
+                  f"(--full computes them here: about {(store.training_seconds() + scans) / 60:.0f} min of work "
+                  "more)")
+    return words
+
+
 # -- the command -------------------------------------------------------------------------------------------------
-STAGES = ("constructions, p* sweep and separation", "probes", "bounds", "report")
+#: The stages, in order (a replayed run has no third: its trained networks exist before the probes start).
+STAGES = ("certify the constructions at their p*", "separations, p* sweep, probes, training",
+          "probe the trained networks")
 
 
-def hierarchy(out: str | Path, config: Config, engine: Engine = Engine()) -> dict[str, Any]:
-    """Run every stage and write DIR/report.md, DIR/report.json, DIR/plots/*.png, DIR/networks, DIR/certificates.
-    Returns the report's JSON object."""
+def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store: trained.Store | None = None,
+              quick: bool = False) -> dict[str, Any]:
+    """Run every stage and write DIR/report.md, DIR/report.json, DIR/plots/*.png, DIR/networks, DIR/certificates;
+    return the report's JSON object. With `store` the trained networks and the capacity curve are replayed from it
+    (`verify.trained`); without, they are trained here and DIR/trained.json is written for later replays.
+
+    DIR/report.md and report.json exist from the first second on: until the run ends they say that it has not
+    finished and what has (so a run that is stopped, even killed, leaves an honest folder)."""
     out = Path(out).resolve()
     for folder in ("networks", "certificates", "plots"):
         (out / folder).mkdir(parents=True, exist_ok=True)
-    seconds: dict[str, float] = {}
-    with bar(total=len(STAGES), desc="hierarchy", unit="stage") as stages:
-        def stage(name: str, action):
-            stages.set_postfix_str(name)
-            start = time.perf_counter()
-            value = action()
-            seconds[name] = round(time.perf_counter() - start, 2)
-            stages.update(1)
-            return value
+    probes = probe_plan(config, out)
+    learned = [job for job in probes if job["weights"] == "trained"]
+    untrained = [job for job in probes if job["weights"] != "trained"]
+    curve_spec = None if config.capacity is None else capacity.plain_spec(capacity.CapacitySpec(**config.capacity))
+    if store is not None:
+        for job in learned:
+            store.entry_for(job, without=("shape",))  # refused now, not after stage 1
+        stored_curve = None if curve_spec is None else store.curve_for(curve_spec)
+    first = first_jobs(config, out)
+    if store is not None:
+        first = [{**job, "stored": str(store.separation(job["L"])), "shown_as": store.display(
+            f"separation/L{job['L']}")} if job["kind"] == "separation" else job for job in first]
+        first += store.replay_jobs([job["name"] for job in learned], with_capacity=curve_spec is not None)
+    # the constructions come first, alone: every probe needs their budgets; the rest runs beside the probes
+    constructions_first = [job for job in first if job["kind"] == "construction"]
+    independent = [job for job in first if job["kind"] != "construction"]
+    later = probes + ([] if store is not None else [{**job, "kind": "train"} for job in learned]
+                      + capacity_jobs(config))
+    report: dict[str, Any] = {
+        "complete": False, "quick": quick, "config": config_dict(config), "engine": engine.describe(),
+        "rows": [], "precision": [], "bounds": [], "seconds": {}, "finished_stages": [],
+        "trained": {"mode": "replayed" if store is not None else ("trained here" if learned or curve_spec else
+                                                                  "none"),
+                    "store": None if store is None else store.display(trained.STORE), "checks": []}}
+    costs = {job["name"] + (" (training)" if job["kind"] == "train" else ""): estimated_seconds(job)
+             for job in first + later}
+    run_bar = RunBar(costs, "witness hierarchy", engine.workers or 1)
+    run_bar.write(plan_words(costs, engine, store, config))
+    hierarchy_report.write_unfinished(out, report, "started")
 
-        first = stage(STAGES[0], lambda: sweep(run_job, first_jobs(config, out), engine, progress="jobs"))
-        constructions = {row["name"]: row for row in first if row["stage"] == "construction"}
-        probes = stage(STAGES[1], lambda: sweep(run_job, probe_jobs(config, out, constructions), engine,
-                                                progress="jobs"))
-        curve = [row for row in probes if "stage" not in row]  # capacity points
-        probes = [row for row in probes if "stage" in row]
-        rows = [row for row in first if row["stage"] in ("construction", "separation")] + judge_against_controls(probes)
-        limits = stage(STAGES[2], lambda: bounds_rows(config, rows))
-        report = {"config": config_dict(config), "engine": engine.describe(), "rows": rows,
-                  "precision": [row for row in first if row["stage"] == "precision"], "bounds": limits,
-                  "seconds": seconds}
-        if config.capacity is not None:
-            spec = capacity.CapacitySpec(**config.capacity)
-            report["capacity"] = {"spec": config.capacity, "rows": curve, "summary": capacity.summarise(spec, curve)}
-        report["plots"] = stage(STAGES[3], lambda: hierarchy_report.write(out, report))
+    def stage(name: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        start = time.perf_counter()
+        names = [job["name"] + (" (training)" if job["kind"] == "train" else "") for job in jobs]
+        order = sorted(range(len(jobs)), key=lambda i: -costs[names[i]])  # the longest first: both workers busy
+        done = sweep(run_job, [jobs[i] for i in order], engine, run_bar=run_bar, names=[names[i] for i in order])
+        results: list[Any] = [None] * len(jobs)
+        for position, result in zip(order, done):
+            results[position] = result
+        report["seconds"][name] = round(time.perf_counter() - start, 2)
+        report["finished_stages"].append(name)
+        run_bar.write(f"witness hierarchy: {name}: done ({len(jobs)} jobs, {report['seconds'][name]:.0f} s)")
+        return results
+
+    try:
+        rows = stage(STAGES[0], constructions_first)
+        report["rows"] = list(rows)
+        hierarchy_report.write_unfinished(out, report, STAGES[0])
+        constructions = {row["name"]: row for row in rows if row["stage"] == "construction"}
+        placed = within_budgets(probes, constructions, config.fallback_format)
+        by_name = {job["name"]: job for job in placed}
+        if store is not None:
+            for job in learned:
+                entry = store.entry_for(by_name[job["name"]])
+                by_name[job["name"]] |= {"weights_file": str(out / store.copy_into(job["name"], out)),
+                                         "training_reports": entry["training"],
+                                         "replayed_from": store.display(entry["file"])}
+            done = stage(STAGES[1], independent + [by_name[job["name"]] for job in probes])
+            searched = done[len(independent):]
+            curve_rows = stored_curve["rows"] if stored_curve else []
+        else:
+            trainings = [{**by_name[job["name"]], "kind": "train"} for job in learned]
+            done = stage(STAGES[1], independent + [by_name[job["name"]] for job in untrained] + trainings
+                         + capacity_jobs(config))
+            searched, entries, curve_rows = _split(done[len(independent):], len(untrained), len(trainings))
+            for entry in entries:
+                by_name[entry["name"]] |= {"weights_file": str(out / entry["file"]),
+                                           "training_reports": entry["training"]}
+            searched += stage(STAGES[2], [by_name[job["name"]] for job in learned])
+            trained.write(out, entries, {"spec": curve_spec, "rows": curve_rows} if curve_spec else None)
+        found = done[:len(independent)]
+        rows += [row for row in found if row.get("stage") == "separation"]
+        report["precision"] = [row for row in found if row.get("stage") == "precision"]
+        report["trained"]["checks"] = [row for row in found if "matched" in row]
+        report["rows"] = rows + judge_against_controls(searched)
+        if curve_spec is not None:
+            report["capacity"] = {"spec": curve_spec, "rows": curve_rows,
+                                  "summary": capacity.summarise(capacity.CapacitySpec(**curve_spec), curve_rows),
+                                  "replayed_from": None if store is None else store.display(trained.STORE)}
+        report["bounds"] = bounds_rows(config, report["rows"])
+        report["rows"] = [{**row, "category": hierarchy_report.category(row)} for row in report["rows"]]
+        report["complete"] = True
+        report["plots"] = hierarchy_report.write(out, report)
+    except BaseException as exc:
+        run_bar.close()
+        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"stopped by an error ({exc})"
+        hierarchy_report.write_unfinished(out, report, reason)
+        raise
+    run_bar.close()
     (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report
 

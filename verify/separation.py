@@ -33,9 +33,9 @@ from verify import checker
 from verify.certify import Construction, certify
 from verify.result import Status
 from verify.search import bounds as theorem_bounds
-from witness.arith import arithmetic
+from witness.arith import arithmetic, parse_format
 from witness.arith.formats import Float
-from witness.errors import ParameterError
+from witness.errors import FileFormatError, ParameterError
 from witness.tasks.base import check_int
 
 SEMANTICS = "theory"
@@ -115,17 +115,45 @@ def separation(L: int, progress: Callable[[str], None] | None = None, k_max: int
             if progress:
                 progress(f"k = {k}: {fmt.name} {result.status.value}")
             if result.status is Status.VERIFIED:
-                return _summary(L, k, target, fmt, result, trials, scanned, tried)
+                return _summary(L, k, target, fmt, result.detail["certificate"], trials, scanned, tried)
     raise ParameterError(f"no size of the L = {L} family up to k = {k_max} is covered and certified")
 
 
-def _summary(L, k, target, fmt, result, trials, scanned, tried) -> dict[str, Any]:
+def recheck(folder: str | Path) -> dict[str, Any]:
+    """A separation `write` stored in `folder`, checked again without its scan: the trusted checker confirms the
+    certificate, which must claim the family's member at the stored k in the stored format, and both theorems'
+    conditions are evaluated afresh at its n and budget (a ParameterError or `checker.Refused` says what failed).
+    Not redone: the scan below k, which showed that no smaller size of the family is covered and certified; the
+    summary keeps the stored scan's counts (`sizes_scanned`, `certify_calls`) and says where it came from."""
+    folder = Path(folder)
+    try:
+        stored = json.loads((folder / "separation.json").read_text(encoding="utf-8"))
+        certificate = json.loads((folder / "certificate.json").read_text(encoding="utf-8"))
+        L, k, fmt = stored["params"]["L"], stored["k"], parse_format(stored["format"])
+        scan = (stored["trials_at_k"], stored["sizes_scanned"], stored["certify_calls"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FileFormatError(f"{folder}: not a separation `witness separation` wrote ({exc})") from None
+    target = family(L, k)
+    claim = certificate.get("claim", {}) if isinstance(certificate, dict) else {}
+    if (claim.get("format"), claim.get("semantics")) != (fmt.name, SEMANTICS):
+        raise ParameterError(f"{folder}: the certificate claims {claim.get('format')} {claim.get('semantics')}, "
+                             f"the separation {fmt.name} {SEMANTICS}")
+    summary = _summary(L, k, target, fmt, certificate, *scan)
+    if not summary["covered"]:
+        raise ParameterError(f"{folder}: Theorem 1.1 does not cover Hdp = {summary['Hdp']} at this n")
+    return {**summary, "rechecked_from": str(folder)}
+
+
+def _summary(L, k, target, fmt, certificate, trials, scanned, tried) -> dict[str, Any]:
     n = target.task.prompt_length
     found = budget(target, fmt.bits)
     cover = covering(L, n, found["Hdp"])
-    certificate = result.detail["certificate"]
     confirmed = checker.check(certificate)  # the trusted checker, once more, on exactly what is written
-    assert confirmed["budget"] == found, (confirmed["budget"], found)
+    proven = confirmed["params"]
+    if (proven["L"], proven["m"], tuple(proven["n"])) != (target.L, target.m, tuple(target.n)) \
+            or confirmed["budget"] != found:
+        raise ParameterError(f"the certificate proves L = {proven['L']} with another m, n or budget than the "
+                             f"family's size at k = {k}")
     return {
         "params": {"L": L, "m": _int(target.m), "n": [_int(v) for v in target.n]},
         "k": k, "family": "m = 2^k - 2 (n = 2^k)" if L == 1 else "m = n_1 = ... = n_{L-1} = 2^k",

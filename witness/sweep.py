@@ -18,18 +18,22 @@ sweep, never a file format.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from distributed import Client, as_completed
+from distributed import Client, as_completed, get_worker
 
 from witness.errors import ParameterError
-from witness.progress import bar
+from witness.progress import RunBar, bar
 
 Job = TypeVar("Job")
 #: How long to wait for an existing scheduler to answer before giving up.
 CONNECT_TIMEOUT = "10s"
+#: How often a tracked sweep looks for finished jobs and redraws its bar.
+POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,27 +67,87 @@ class Engine:
             except (OSError, TimeoutError) as exc:
                 raise ParameterError(f"cannot reach the dask scheduler at {self.scheduler} ({exc})") from None
         processes = self.workers is not None
+        # dashboard on any free port: never a clash; only errors of the cluster's own logs reach the terminal (a
+        # worker slow to stop at the end is dask's housekeeping, not the user's business)
         return Client(processes=processes, n_workers=self.workers or 1, threads_per_worker=1,
-                      dashboard_address=":0")  # any free port: never a clash
+                      dashboard_address=":0", silence_logs=logging.ERROR)
 
 
 def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = Engine(), *,
-          progress: str | None = None) -> list[Any]:
+          progress: str | None = None, run_bar: RunBar | None = None, names: Sequence[str] | None = None
+          ) -> list[Any]:
     """`[function(job) for job in jobs]`, computed on `engine`. `function` must be importable by the workers (a
-    module-level function). A job that raises re-raises here, as the same exception. `progress` labels the bar
-    over finished jobs (`witness.progress`)."""
+    module-level function). A job that raises re-raises here, as the same exception. `progress` labels a bar over
+    finished jobs (`witness.progress.bar`); or `run_bar`, a whole run's bar, learns when each job (named by `names`)
+    starts and finishes and is redrawn about once a second."""
     jobs = list(jobs)
     if not jobs:
         return []
     client = engine.client()
     try:
-        futures = client.map(function, jobs, pure=False)
-        index = {future.key: position for position, future in enumerate(futures)}
-        results: list[Any] = [None] * len(jobs)
-        with bar(total=len(jobs), desc=progress or "jobs", unit="job") as finished:
-            for future in as_completed(futures):
-                results[index[future.key]] = future.result()  # re-raises the job's exception
-                finished.update(1)
-        return results
+        if run_bar is None:
+            futures = client.map(function, jobs, pure=False)
+            index = {future.key: position for position, future in enumerate(futures)}
+            results: list[Any] = [None] * len(jobs)
+            with bar(total=len(jobs), desc=progress or "jobs", unit="job") as finished:
+                for future in as_completed(futures):
+                    results[index[future.key]] = future.result()  # re-raises the job's exception
+                    finished.update(1)
+            return results
+        return _tracked(client, function, jobs, run_bar, list(names or map(str, range(len(jobs)))))
     finally:
         client.close()
+
+
+def close_local_clusters() -> None:
+    """Close the local clusters a stopped sweep leaves behind, now. An interrupt can land while a cluster is still
+    starting, before any client owns it; dask would then try to close it at exit and print a traceback for a
+    cluster that never finished starting. Called by the command line after an interrupt, so that it ends in one
+    line."""
+    import atexit
+
+    from distributed.deploy import spec
+
+    for cluster in list(spec.SpecCluster._instances):
+        try:
+            cluster.close(timeout=10)
+        except Exception:  # a cluster that never started has nothing to close; its processes end with ours
+            pass
+    atexit.unregister(spec.close_clusters)
+
+
+#: The dask event topic on which a tracked job says that it started.
+STARTED = "witness-sweep-started"
+
+
+class _Announced:
+    """`function`, announcing on the worker that job `name` started (a dask event the client subscribes to)."""
+
+    def __init__(self, function: Callable[[Job], Any]):
+        self.function = function
+
+    def __call__(self, named: tuple[str, Job]) -> Any:
+        name, job = named
+        try:
+            get_worker().log_event(STARTED, name)
+        except ValueError:  # not on a worker (a plain call): nothing to announce to
+            pass
+        return self.function(job)
+
+
+def _tracked(client: Client, function, jobs: list, run_bar: RunBar, names: list[str]) -> list[Any]:
+    client.subscribe_topic(STARTED, lambda event: run_bar.started(event[1]))
+    try:
+        futures = client.map(_Announced(function), list(zip(names, jobs)), pure=False)
+        results: list[Any] = [None] * len(jobs)
+        pending = dict(enumerate(futures))
+        while pending:
+            for position in [position for position, future in pending.items() if future.done()]:
+                results[position] = pending.pop(position).result()  # re-raises the job's exception
+                run_bar.finished(names[position])
+            run_bar.refresh()
+            if pending:
+                time.sleep(POLL_SECONDS)
+        return results
+    finally:
+        client.unsubscribe_topic(STARTED)
