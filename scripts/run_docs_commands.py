@@ -53,10 +53,10 @@ class Long:
 #: The long commands, most specific prefix first; each line's cost is what the pages say or what was measured on
 #: the 2-core machine of docs/benchmarks.md (other load on the machine makes it longer).
 LONG = (
-    Long("bash scripts/main.sh", "about 5 minutes on 2 cores after a ~3-minute install (--full about 1.5 hours)"),
+    Long("bash scripts/main.sh", "about 5 minutes on 2 cores after a ~3-minute install (--full over an hour)"),
     Long("bash scripts/test.sh", "about 8 minutes on 2 cores"),
-    Long("witness hierarchy --full --out docs/hierarchy", "about 1.5 hours on 2 cores", "docs/hierarchy/"),
-    Long("witness hierarchy", "about 5 minutes on 2 cores (--quick about a minute, --full about 1.5 hours)"),
+    Long("witness hierarchy --full --out docs/hierarchy", "over an hour on 2 cores", "docs/hierarchy/"),
+    Long("witness hierarchy", "about 5 minutes on 2 cores (--quick a few minutes, --full over an hour)"),
     Long("witness train composition --L 1 --m 3", "10-20 s (torch, 200 steps)"),
     Long("witness train", "about 4 minutes (4,000 steps at d_model 32) to 6 minutes (16,000 steps)"),
     Long("witness capacity --sizes 4", "under a minute"),

@@ -128,10 +128,9 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     semantics = sorted({row["semantics"] for row in constructions})
     bits = sorted(row["budget"]["p"] for row in constructions)
     depths = sorted({row["L"] for row in constructions if row["task"] == "composition"})
-    tasks = [f"L = {', '.join(map(str, depths))}"] if depths else []
-    two_sum = sum(row["task"] == "two_sum" for row in constructions)
-    what = ", ".join(([f"composition {', '.join(tasks)}"] if tasks else []) +
-                     ([f"2-Sum ({two_sum})"] if two_sum else []))
+    composition = len(constructions) - sum(row["task"] == "two_sum" for row in constructions)
+    what = "; ".join(([f"{composition} for composition at L = {', '.join(map(str, depths))}"] if depths else [])
+                     + ([f"{len(constructions) - composition} for 2-Sum"] if composition < len(constructions) else []))
     lines = [f"* **Proven** (a certificate for every input; `witness check-certificate` re-checks it, commands "
              f"below): {_count(len(constructions), 'construction')} ({what or 'none'}) at their minimal precision "
              f"p* ({bits[0]}–{bits[-1]} bits, {', '.join(semantics)} semantics)" * bool(constructions)
@@ -220,8 +219,8 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
     if "capacity" in report:
         source = report["capacity"].get("replayed_from")
         curve = ["## Capacity curves: where trained architectures part", "",
-                 *([f"Rows replayed from `{source}` (trained by `witness hierarchy --full`; one point retrained "
-                    "here, see the summary); not trained in this run.", ""] if source else []),
+                 *([f"Rows replayed from `{source}`, not trained in this run (one point was retrained here: see "
+                    "the summary).", ""] if source else []),
                  capacity.markdown(report["capacity"], heading="###")]
         try:
             capacity.plot(report["capacity"], out / "plots" / "capacity.png")

@@ -124,7 +124,7 @@ def recheck(folder: str | Path) -> dict[str, Any]:
     certificate, which must claim the family's member at the stored k in the stored format, and both theorems'
     conditions are evaluated afresh at its n and budget (a ParameterError or `checker.Refused` says what failed).
     Not redone: the scan below k, which showed that no smaller size of the family is covered and certified; the
-    summary keeps the stored scan's counts (`sizes_scanned`, `certify_calls`) and says where it came from."""
+    summary keeps the stored scan's counts (`sizes_scanned`, `certify_calls`)."""
     folder = Path(folder)
     try:
         stored = json.loads((folder / "separation.json").read_text(encoding="utf-8"))
@@ -141,7 +141,7 @@ def recheck(folder: str | Path) -> dict[str, Any]:
     summary = _summary(L, k, target, fmt, certificate, *scan)
     if not summary["covered"]:
         raise ParameterError(f"{folder}: Theorem 1.1 does not cover Hdp = {summary['Hdp']} at this n")
-    return {**summary, "rechecked_from": str(folder)}
+    return summary
 
 
 def _summary(L, k, target, fmt, certificate, trials, scanned, tried) -> dict[str, Any]:

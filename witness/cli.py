@@ -922,7 +922,7 @@ def cmd_hierarchy(args: argparse.Namespace, extra: list[str]) -> None:
     else:
         raise CliError(f"no stored trained networks at {trained.DEFAULT_STORE} (an install without the "
                        "repository's docs/): pass --stored DIR, a folder `witness hierarchy --full` wrote, or "
-                       "--full to compute everything here (about 1.5 hours on 2 cores)")
+                       "--full to compute everything here (over an hour on 2 cores)")
     workers = args.workers if args.workers or args.scheduler else len(os.sched_getaffinity(0))
     signal.signal(signal.SIGTERM, _interrupt)  # a kill: end as Ctrl-C does, leaving the folder marked unfinished
     report = hierarchy.hierarchy(args.out, config, Engine(None if args.scheduler else workers, args.scheduler),
@@ -1067,13 +1067,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json, plots, "
                                                                 "networks and certificates")
     cmd.add_argument("--quick", action="store_true", help="a smoke run: the configuration's small `quick` sizes, "
-                                                          "a few training steps (about a minute)")
+                                                          "a few training steps (a few minutes)")
     cmd.add_argument("--L", type=int, nargs="+", help="only these depths (default: every configured one)")
     cmd.add_argument("--config", metavar="JSON", help="a configuration file (default: the embedded one)")
     stored_or_full = cmd.add_mutually_exclusive_group()
     stored_or_full.add_argument("--full", action="store_true",
                                 help="compute everything here: train every network and the capacity curve, and scan "
-                                     "every separation from its family's first size (about 1.5 hours on 2 cores); "
+                                     "every separation from its family's first size (over an hour on 2 cores); "
                                      "writes DIR/trained.json for later replays; the default for --quick and --config")
     stored_or_full.add_argument("--stored", metavar="DIR",
                                 help="replay what a --full run wrote to DIR (default for the embedded configuration: "
