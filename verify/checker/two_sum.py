@@ -67,6 +67,14 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     require(isinstance(spec.get("causal"), bool) and spec["causal"] == task.causal,
             f"the attention's causal flag ({spec.get('causal', 'absent')!r}) is not the task's ({task.causal})")
     require(structure.get("read") == "all", "the readout must read every position")
+    if spec["mixer"] == "block_sparse":
+        block, kept = spec.get("block"), spec.get("k")
+        # The executor's loader (witness.mixers.softmax.check_span) refuses block outside [1, 2^24] and k outside
+        # [0, 2^24]: a file it would not run is no network the claim can be about. Checked first, since the range
+        # argument folds a block's sum term by term (a span of 2^25 would take minutes before being refused).
+        require(type(block) is int and type(kept) is int and 1 <= block <= 2 ** 24 and 0 <= kept <= 2 ** 24,
+                f"the block-sparse layer's block ({block!r}) and k ({kept!r}) must be integers in [1, 2^24] and "
+                f"[0, 2^24]")
     w = {name: fmt.round_array(a, f"weight {name}") for name, a in weights.arrays.items()}
     n, M = task.n, task.M
     W_E, W_pos = w["embed.W_E"], w["pos_embed.W_pos"]
@@ -110,12 +118,7 @@ def prove(weights: Weights, task: TwoSum, fmt: Format, strict: bool) -> dict:
     visible = np.tril(np.ones((n, n), bool)) if task.causal else np.ones((n, n), bool)
     counts = visible.sum(axis=1)
     if spec["mixer"] == "block_sparse":
-        block, kept = spec.get("block"), spec.get("k")
-        # The executor's loader (witness.mixers.softmax.check_span) refuses block outside [1, 2^24] and k outside
-        # [0, 2^24]: a file it would not run is no network the claim can be about.
-        require(type(block) is int and type(kept) is int and 1 <= block <= 2 ** 24 and 0 <= kept <= 2 ** 24,
-                f"the block-sparse layer's block ({block!r}) and k ({kept!r}) must be integers in [1, 2^24] and "
-                f"[0, 2^24]")
+        block, kept = spec["block"], spec["k"]  # within the executor's limits: checked before the ranges
         record["block_choice"] = _block_choice(fmt, strict, q, k, partner, block, kept)
         start = np.arange(n) // block * block
         own = np.arange(n) - start + 1 if task.causal else np.minimum(start + block, n) - start
