@@ -54,7 +54,7 @@ class Long:
 #: the 2-core machine of docs/benchmarks.md (other load on the machine makes it longer).
 LONG = (
     Long("bash scripts/main.sh", "about 5 minutes on 2 cores after a ~3-minute install (--full over an hour)"),
-    Long("bash scripts/test.sh", "about 8 minutes on 2 cores"),
+    Long("bash scripts/test.sh", "about 5 minutes on 2 cores"),
     Long("witness hierarchy --full --out docs/hierarchy", "over an hour on 2 cores", "docs/hierarchy/"),
     Long("witness hierarchy", "about 5 minutes on 2 cores (--quick a few minutes, --full over an hour)"),
     Long("witness train composition --L 1 --m 3", "10-20 s (torch, 200 steps)"),
