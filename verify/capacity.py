@@ -175,13 +175,18 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     replay = sweep(point_job, [{"spec": plain_spec(spec), "size": probe["size"],
                                 "architecture": probe["architecture"], "seed": probe["seed"]}], engine,
                    progress="replaying a stored point")[0]
-    differ = [f"{field} {replay[field]!r} (stored {probe[field]!r})" for field in REPLAYED
-              if replay[field] != probe[field]]
+    differ = replay_differences(replay, probe)
     if differ:
         raise ParameterError(f"the stored point N = {probe['size']}, {probe['architecture']}, seed {probe['seed']} "
                              f"retrained here gives {'; '.join(differ)}: the code changed since the curve was "
                              "stored, so retrain it whole")
     return kept
+
+
+def replay_differences(replay: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+    """The `REPLAYED` fields in which a retrained point differs from its stored row, each in words."""
+    return [f"{field} {replay[field]!r} (stored {stored[field]!r})" for field in REPLAYED
+            if replay[field] != stored[field]]
 
 
 def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
@@ -347,5 +352,5 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["CapacitySpec", "capacity", "reusable_rows", "plain_spec", "summarise", "markdown", "plot", "write",
-           "point_job", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "markdown",
+           "plot", "write", "point_job", "LEARNED", "CONTROL"]

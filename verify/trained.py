@@ -9,7 +9,7 @@ curve's rows. A later run (`--stored DIR`, by default the committed `docs/hierar
 * every stored job must equal, field for field, the job this run would train (else `--full`: the stored
   networks answer another question);
 * the stored network and the capacity point that trained fastest are retrained here from their seeds and compared
-  bit for bit (`replay_check`: every array of the network, and the capacity point's `capacity.REPLAYED` fields).
+  bit for bit (`replay_network_job`: every array; `replay_capacity_job`: the point's `capacity.REPLAYED` fields).
   Training is deterministic on one machine and install, so a difference means another trainer, torch or processor
   made the stored material; the run says so in its report and does not claim the stored rows were reproduced;
 * the searches then run fresh on the stored networks: only the weights are loaded, never a verdict.
@@ -106,8 +106,7 @@ def replay_capacity_job(job: dict[str, Any]) -> dict[str, Any]:
     row = job["row"]
     point = capacity.point_job({"spec": job["spec"], "size": row["size"], "architecture": row["architecture"],
                                 "seed": row["seed"]})
-    differ = [f"{field} {point[field]!r} (stored {row[field]!r})" for field in capacity.REPLAYED
-              if point[field] != row[field]]
+    differ = capacity.replay_differences(point, row)
     return {"what": f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
             "file": job["file"], "matched": not differ,
             "detail": f"{', '.join(capacity.REPLAYED)} equal" if not differ else "; ".join(differ)}
