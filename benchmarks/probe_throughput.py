@@ -18,7 +18,8 @@ import platform
 
 import numpy as np
 
-from verify.search import architectures, pairs, probes
+from verify.search import pairs, probes
+from lab import architectures
 from witness.arith import arithmetic, parse_format
 from witness.execute import run
 from witness.tasks import Composition

@@ -20,7 +20,7 @@ from witness.execute import run
 from witness.ir import Network, Readout
 from witness.mixers import RECURRENT_MIXERS
 from witness.tasks import Composition
-from witness.train import Architecture, LayerSpec
+from lab.train import Architecture, LayerSpec
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 

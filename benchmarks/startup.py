@@ -27,9 +27,9 @@ TARGETS = {"witness --help": 0.5, "witness compile (L = 1, m = 4)": 0.8}
 
 
 def witness_command() -> list[str]:
-    """The installed `witness` script beside this interpreter, else `python -m witness.cli` (the same imports)."""
+    """The installed `witness` script beside this interpreter, else `python -m cli.main` (the same imports)."""
     script = Path(sys.executable).parent / "witness"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "witness.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
 
 
 def child_cpu(argv: list[str], repeats: int) -> float:

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/torch_vs_executor.py [--quick]
 
-For each network, `witness.execute.run` (numpy, float64) and `witness.torch.to_module(network).read_logits`
+For each network, `witness.execute.run` (numpy, float64) and `lab.torch.to_module(network).read_logits`
 (torch, float64, no autograd) run the same batch of token sequences; the table prints inputs per second for both
 and the ratio torch / executor (above 1: the torch module is faster). Both use every core the machine gives them
 (torch's default thread count, numpy's BLAS threads). Before timing, the two outputs are compared: bit for bit
@@ -21,8 +21,8 @@ import torch
 import witness
 from witness.execute import run
 from witness.tasks import Composition
-from witness.torch import to_module
-from witness.train import Architecture, LayerSpec
+from lab.torch import to_module
+from lab.train import Architecture, LayerSpec
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 

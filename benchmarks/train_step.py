@@ -1,16 +1,16 @@
-"""One training step of a DeltaNet hybrid through witness.torch against the same model written plainly in torch.
+"""One training step of a DeltaNet hybrid through lab.torch against the same model written plainly in torch.
 
     .venv/bin/python benchmarks/train_step.py [--quick] [--lengths 10 64 --batch 64 --repeat 5 --steps 20]
 
 The model: two layers, each a DeltaNet mixer (H 1, d_head 16) and a ReLU MLP (d_mlp 64), d_model 32, on a
 composition task of the given prompt length (L = 1, m = length - 2; m = 8 is 10 tokens). One step is forward,
-cross-entropy at the last position, backward and an Adam step, in float32 on one thread (as `witness.train`
+cross-entropy at the last position, backward and an Adam step, in float32 on one thread (as `lab.train`
 runs), batch 64. Three modules hold the same weights:
 
   plain     the baseline: `PlainDeltaNet` below, what a practitioner writes (nn.Linear projections, fused q/k/v,
             the chunked WY delta rule of Yang et al. 2024), with no IR behind it;
-  parallel  `witness.torch.to_module(network)`: the IR's module, its chunked delta rule (the default);
-  loop      `witness.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence.
+  parallel  `lab.torch.to_module(network)`: the IR's module, its chunked delta rule (the default);
+  loop      `lab.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence.
 
 Before timing, the three are checked to compute the same logits. Each time is the best of --repeat runs of
 --steps steps, the three models' runs interleaved; the ratios are against `plain`, measured in this process.
@@ -24,10 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-import witness.torch as wt
+import lab.torch as wt
 from witness.mixers.chunked import CHUNK_SIZE as CHUNK
 from witness.tasks import Composition
-from witness.train import Architecture, LayerSpec
+from lab.train import Architecture, LayerSpec
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 D_MODEL, D_HEAD, D_MLP, LAYERS = 32, 16, 64, 2

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import witness
 from verify.certify import certify
-from verify.search import architectures
-from verify.search import bounds as theorem_bounds
+from lab import architectures
+from verify import theorems as theorem_bounds
 from verify.search.hybrid import PAIR_SUFFIXES, search_hybrid
 from witness.arith import arithmetic, parse_format
 from witness.mixers import RECURRENT_MIXERS
@@ -55,7 +55,7 @@ TINY_EFFORT = {**EFFORT, "pair_suffixes": PAIR_SUFFIXES, "pair_prefixes": 2000}
 
 NOTES = """Notes.
 
-* Random hybrids: the trainer's initialisation (`witness.train`) scales each recurrent layer so that its read-out
+* Random hybrids: the trainer's initialisation (`lab.train`) scales each recurrent layer so that its read-out
   stays of order one without a layer norm, so outputs are finite and ties rare. Random networks are far from
   solving the task, so they are wrong on most inputs: those failures replay, but they say nothing about the
   architecture, only about these weights.

@@ -11,7 +11,7 @@ checker: strict up to 2^--strict-max (certify on the materialised network), theo
 parametric certify, which never builds the tables). Each p* is verified by certify, and no split of any fewer
 bits is (the search tries them all); the .md lists those checks' outcome and a least-squares slope of p* against log2 n per column. A
 size at which certify verifies no format is listed as unknown and left out of the fit. Every (size, column) is an
-independent job of a `witness.sweep` (in-process by default, `--workers N` or `--scheduler ADDRESS` for a
+independent job of a `lab.sweep` (in-process by default, `--workers N` or `--scheduler ADDRESS` for a
 cluster); the table does not depend on where the jobs ran.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from verify import precision
 from verify.precision import COLUMNS
-from witness.sweep import Engine
+from lab.sweep import Engine
 
 
 def case(L: int, log2_n: int, family: str, semantics: str) -> precision.Case:

@@ -16,7 +16,7 @@ which is checked, never run. Its trailing comment may say what it should do:
 A python block preceded by the line `<!-- long: COST -->` is long. Each page runs in its own fresh folder, in
 order (a page's later lines may use the files its earlier lines write); the folder holds a link `docs` to the
 repository's docs/ (and `verify`), so commands that read committed results work as they do from the repository
-root. `witness` lines run in this process (`witness.cli.main`), scripts as subprocesses.
+root. `witness` lines run in this process (`cli.main.main`), scripts as subprocesses.
 
 A command is long when it starts with one of the prefixes in LONG; the test only parses those (`witness` lines with
 the real argument parser, scripts by checking that the file and its options exist). `--long` runs them too,
@@ -228,7 +228,7 @@ def inline_commands(page: Path) -> list[tuple[int, str]]:
 # -- checks that run nothing ---------------------------------------------------------------------------------------
 def parse_problem(argv: list[str]) -> str | None:
     """None when the real parser accepts `witness ARGV` (every option known, every value of its type), else why."""
-    from witness.cli import build_parser
+    from cli.main import build_parser
 
     try:
         args, extra = build_parser().parse_known_args(argv)
@@ -239,7 +239,7 @@ def parse_problem(argv: list[str]) -> str | None:
     if extra and args.command != "compile":  # compile reads its construction's options itself
         return f"unknown arguments {extra}"
     if args.command == "compile":
-        from witness.cli import construction_options
+        from cli.main import construction_options
 
         try:
             construction_options(args.construction, extra)
@@ -252,7 +252,7 @@ def subcommand_parser(argv: list[str]):
     """The argparse parser of `witness ARGV`'s subcommand (and of `search`'s architecture), and the rest of ARGV."""
     import argparse as _argparse
 
-    from witness.cli import build_parser
+    from cli.main import build_parser
 
     parser, rest = build_parser(), list(argv)
     while rest:
@@ -391,7 +391,7 @@ def executable(argv: list[str]) -> list[str]:
 
 def run_witness_here(argv: list[str]) -> tuple[int, str]:
     """`witness ARGV` in this process: (exit status, stdout and stderr)."""
-    from witness.cli import main
+    from cli.main import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):

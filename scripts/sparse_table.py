@@ -35,7 +35,7 @@ import witness
 from constructions import two_sum_sparse
 from verify import precision
 from verify.certify import certify
-from verify.search import bounds as theorem_bounds
+from verify import theorems as theorem_bounds
 from verify.search.sparse import search_sparse
 from witness.arith import arithmetic, parse_format
 from witness.tasks import TwoSum

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/training_table.py [--quick] [--out docs/training.md]
 
-Each row trains from a seeded random initialisation for a fixed number of steps (`witness.train.train`, the
+Each row trains from a seeded random initialisation for a fixed number of steps (`lab.train.train`, the
 defaults of `witness train` unless the row says otherwise) and reports the float64 executor's accuracy on held-out
 inputs (every input when the family has at most 4,096). `--quick` runs one seed of the first row only (a smoke
 test of the script, not the table).
@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from verify.search.architectures import full_architecture, hybrid_architecture
-from witness import train
+from lab.architectures import full_architecture, hybrid_architecture
+from lab import train
 from witness.tasks import Composition
 
 #: (label, task, architecture, seeds): the settings the trainer's defaults are judged on (witness train's
@@ -41,7 +41,7 @@ def main() -> int:
     args = parser.parse_args()
     rows = [(*ROWS[0][:3], (0,))] if args.quick else ROWS
     lines = ["# What `witness train` reaches", "",
-             f"Written by `scripts/training_table.py`. Protocol: `witness.train.train` from the seeded random "
+             f"Written by `scripts/training_table.py`. Protocol: `lab.train.train` from the seeded random "
              f"initialisation, exactly {train.DEFAULT_STEPS} AdamW steps (batch 64, peak lr {train.DEFAULT_LR:g}, "
              "linear warm-up over the first 5%, cosine decay to a tenth, hop targets of weight 1 where the task "
              "has hops), no MLPs (with MLPs of width 4·d_model, L = 1, m = 14 stalled near 0.7: some seed values "

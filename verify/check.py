@@ -38,6 +38,7 @@ from witness.arith import FLOAT64, Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
 from witness.ir import Network
+from witness.tasks import record_of
 from witness.tasks.base import check_int
 
 #: Inputs per executor call: keeps (batch x prompt x d_model) floats near this many.
@@ -237,12 +238,9 @@ def exhaustive_tally(network: Network, arith: Arithmetic, limit: int, *, stop_at
 
 
 def one_input(task):
-    """A Hypothesis strategy for one valid input of `task`, drawn position by position (witness.strategies) so it
-    shrinks token by token."""
-    from witness import strategies  # hypothesis: imported where a search runs, not by every command that samples
-
-    batches = {"composition": strategies.composition_tokens, "two_sum": strategies.two_sum_tokens}[task.name]
-    return batches(task, max_batch=1).map(lambda batch: batch[0])
+    """A Hypothesis strategy for one valid input of `task`: its record's token strategy, which shrinks token by
+    token (Hypothesis is imported by the strategy, where a search runs, not by every command that samples)."""
+    return record_of(task).tokens_strategy(task, max_batch=1).map(lambda batch: batch[0])
 
 
 def hypothesis_tally(network: Network, arith: Arithmetic, max_examples: int, seed: int, *,

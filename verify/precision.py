@@ -21,7 +21,7 @@ usual ones (exhaustive or certify on a network, parametric certify of the compos
 Every min-precision table -- `witness min-precision`, the hierarchy's p* rows, scripts/min_precision_table.py,
 scripts/two_sum_min_precision_table.py, scripts/sparse_table.py, benchmarks/hybrid_constructions.py -- comes from
 `table(cases)`: one `Row` (the `PrecisionResult` and the seconds it took) per `Case` (a checker, a family, a
-semantics, a bit limit), in order, in this process or as the jobs of a `witness.sweep`. `cell` and `slope` are
+semantics, a bit limit), in order, in this process or as the jobs of a `lab.sweep`. `cell` and `slope` are
 how the committed tables print a result and its growth.
 """
 
@@ -48,7 +48,7 @@ from witness.tasks.composition import Composition
 from witness.tasks.two_sum import TwoSum
 
 if TYPE_CHECKING:
-    from witness.sweep import Engine
+    from lab.sweep import Engine
 
 Checker = Callable[[Any, str], Result]
 
@@ -280,10 +280,10 @@ def _row(case: Case) -> Row:
 
 def table(cases: Sequence[Case], engine: Engine | None = None) -> list[Row]:
     """A row per case, in the order of `cases`: one after another in this process, or with `engine` each case a
-    job of a `witness.sweep` (the rows do not depend on where the jobs ran)."""
+    job of a `lab.sweep` (the rows do not depend on where the jobs ran)."""
     if engine is None:
         return [_row(case) for case in cases]
-    from witness.sweep import sweep  # dask: imported only where a sweep runs, not on every command line start
+    from lab.sweep import sweep  # dask: imported only where a sweep runs, not on every command line start
 
     return sweep(_row, cases, engine, progress="p* cells")
 

@@ -1,4 +1,4 @@
-"""Checks of large families split into independent jobs of a `witness.sweep`.
+"""Checks of large families split into independent jobs of a `lab.sweep`.
 
 `exhaustive(network, arith, engine, chunks)` is `verify.check.exhaustive` cut into chunks of consecutive input
 batches, each run by the verifier's own loop (`verify.check.check_batches`) as its own job (in-process, on a local
@@ -16,7 +16,7 @@ from verify.result import Result
 from witness.arith import Arithmetic
 from witness.errors import ParameterError
 from witness.ir import Network
-from witness.sweep import Engine, sweep
+from lab.sweep import Engine, sweep
 
 #: Default number of chunks: enough to keep a few workers busy, few enough that each job does real work.
 DEFAULT_CHUNKS = 16

@@ -12,7 +12,7 @@ from witness.errors import (FileFormatError, InputError, OverflowInFormat, Param
                             WitnessError)
 from witness.io import load
 from witness.ir import Network
-from witness.network import rounded_weights_report  # importing witness.network gives Network its methods
+from witness.budget import rounded_weights_report
 from witness.registry import compile, construction_names
 from witness.tasks import Composition, TwoSum
 

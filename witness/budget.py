@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from witness.arith import Format, parse_format
 from witness.ir import Network
 
 
@@ -57,3 +60,17 @@ def budget(network: Network, bits: int) -> Budget:
     state_numbers = tuple(getattr(layer.mixer, "state_numbers", 0) for layer in network.layers)
     return Budget(H=H, d_head=d_head, d_model=network.d_model, p=bits, n_layers=len(network.layers),
                   state_numbers=state_numbers)
+
+
+def rounded_weights_report(network: Network, fmt: Format | str) -> dict[str, int]:
+    """For each array that rounding to `fmt` changes: how many of its entries change (±inf counts as a change).
+
+    An empty dict means every weight is exact in the format. A fixed-format overflow raises, naming the array.
+    """
+    fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
+    changed = {}
+    for name, array in network.state_dict().items():
+        count = int(np.count_nonzero(fmt.round(array, f"weights {name}") != array))
+        if count:
+            changed[name] = count
+    return changed

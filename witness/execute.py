@@ -132,7 +132,7 @@ def run_bytes(network: Network, batch: int, length: int, traced: bool = False) -
 def first_computed(network: Network, layer: int, read: tuple[int, ...], traced: bool) -> int:
     """The first position whose output layer `layer` computes (docs/conventions.md §3): 0, except in the last layer
     of an untraced run, which computes only from the first position the readout reads (nothing after it reads the
-    others; a traced run records every position). The MPFR reference (`witness.reference`) computes the same."""
+    others; a traced run records every position). The MPFR reference (`tests.oracles.mpfr_reference`) computes the same."""
     return read[0] if layer == len(network.layers) - 1 and not traced else 0
 
 

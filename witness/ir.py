@@ -182,8 +182,9 @@ class Meta:
 class Network:
     """A whole network: embedding, layers, readout, the names of the residual directions, and metadata.
 
-    Data only: what is done with a network -- `net.task`, `net.run(tokens)`, `net.budget(bits)`,
-    `net.save(path)` -- is `witness.network`'s, which gives Network those conveniences."""
+    Its arrays are frozen. The four conveniences `net.task`, `net.run(tokens)`, `net.budget(bits)` and
+    `net.save(path)` are methods that hand the network to the module doing the work (tasks, the executor,
+    `witness.budget`, `witness.io`); those modules import this one, so each method imports its module when called."""
 
     embedding: Embedding
     layers: tuple[Layer, ...]
@@ -223,6 +224,41 @@ class Network:
 
     def read_positions(self, length: int) -> tuple[int, ...]:
         return (length - 1,) if self.readout.read == "last" else tuple(range(length))
+
+    # -- what is done with a whole network ------------------------------------------------------------------
+    @property
+    def task(self):
+        """The task object named in the metadata, or None for a network that claims no task."""
+        from witness.tasks import task_from_params
+
+        return None if self.meta.task is None else task_from_params(self.meta.task, self.meta.params)
+
+    def run(self, tokens: Any):
+        """Float64 forward pass of one token sequence (or a batch): the predicted token id(s); -1 marks a tie.
+
+        For a network that reads the last position this is one int per sequence; for one that reads every position,
+        a list per sequence."""
+        from witness.execute import run
+
+        batch = np.asarray(tokens)
+        predictions = run(self, batch).predictions
+        if self.readout.read == "last":
+            values = [int(row[0]) for row in predictions]
+        else:
+            values = [[int(v) for v in row] for row in predictions]
+        return values[0] if batch.ndim == 1 else values
+
+    def budget(self, bits: int = 64):
+        """The budget (docs/conventions.md §2) of this network run at a `bits`-bit number format."""
+        from witness.budget import budget
+
+        return budget(self, bits)
+
+    def save(self, path) -> None:
+        """Write this network to a weights file (`witness.io.save`: .npz or .safetensors)."""
+        from witness.io import save
+
+        save(self, path)
 
     # -- the TransformerLens-named state dict --------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:

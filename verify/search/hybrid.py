@@ -3,7 +3,7 @@
     report = search_hybrid(Composition(L=2, m=4, n=(4,)), full_layers=1, linear_per_gap=4, mixer="deltanet",
                            H=1, d_head=4, d_model=8, arith=arithmetic("fp16", "strict"), weights="random", seed=0)
 
-builds the network (`verify.search.architectures`), then runs the probes -- every input when the family is small
+builds the network (`lab.architectures`), then runs the probes -- every input when the family is small
 (`exhaustive_limit`); else seeded uniform samples and, beside them at the same number of inputs, the margin-guided
 local search and Hypothesis targeted at the margin (`verify.search.margin`); a shrinking Hypothesis search;
 indistinguishable pairs across the layout boundary (`verify.search.pairs`), and, where counting forces pairs
@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from verify.defaults import PAIR_PREFIXES, SEARCH_SAMPLES
-from verify.search import architectures, margin, pairs, probes
+from verify.search import margin, pairs, probes
+from lab import architectures
 from verify.search.report import SearchReport
 from witness.arith import Arithmetic
 from witness.ir import Network

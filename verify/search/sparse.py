@@ -41,9 +41,9 @@ import numpy as np
 from constructions import two_sum_sparse
 from verify.check import batch_size
 from verify.search import margin, probes
-from verify.search.architectures import MLP_RATIO, TRAIN_SEEDS, Weights, layer_kinds
-from verify.search.architectures import network as searched_network
-from verify.search.bounds import sparse_two_sum_scale
+from lab.architectures import MLP_RATIO, TRAIN_SEEDS, Weights, layer_kinds
+from lab.architectures import network as searched_network
+from verify.theorems import sparse_two_sum_scale
 from verify.search.report import Pair, SearchReport, confirm_pair
 from witness.progress import bar
 from witness.arith import Arithmetic
@@ -239,9 +239,9 @@ def collision_pairs(network: Network, arith: Arithmetic, *, attempts: int = 8, s
 # -- the search ------------------------------------------------------------------------------------------------
 def sparse_architecture(task: TwoSum, block: int, k: int, H: int, d_head: int, d_model: int,
                         mlp_ratio: int = MLP_RATIO):
-    """`witness.train.Architecture`: one (block, k)-sparse attention layer (causal as the task is), then an MLP
+    """`lab.train.Architecture`: one (block, k)-sparse attention layer (causal as the task is), then an MLP
     (mlp_ratio x d_model wide; 2-Sum's comparison needs one), read at every position."""
-    from witness import train  # torch: imported only when an architecture is built
+    from lab import train  # torch: imported only when an architecture is built
 
     layer = train.LayerSpec(causal=task.causal,
                             d_mlp=check_int("mlp_ratio", mlp_ratio, 1) * check_int("d_model", d_model, 1),

@@ -1,6 +1,6 @@
 """MPFR (gmpy2) scalars: one Python value per number, one correctly rounded operation of a format per call.
 
-The ground truth for the `strict` semantics, one operation at a time: `witness.reference` runs whole networks with
+The ground truth for the `strict` semantics, one operation at a time: `tests.oracles.mpfr_reference` runs whole networks with
 them, in exactly the operation order that `witness.execute` documents (and that its vectorised `strict` arithmetic
 must reproduce bit for bit).
 

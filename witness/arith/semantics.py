@@ -3,7 +3,7 @@
 * `strict` -- low-precision hardware, op by op. Every add, sub, multiply, divide and exp is rounded to the format;
   `matmul` and `sum` accumulate in index order with a rounding after every multiply and every add (one compiled
   loop, `witness.arith.kernels`); exp is correctly rounded. Bit-for-bit equal to
-  the MPFR reference `witness.reference.reference_run` (tested).
+  the MPFR reference `tests.oracles.mpfr_reference.reference_run` (tested).
   Why float64 is enough: one +, -, x or / of two values of a format with P = mantissa + 1 <= 25 significant bits,
   done in float64 (53 bits) and then rounded, is correctly rounded (53 >= 2P + 2, the innocuous double rounding
   bound), provided float64 neither overflows nor underflows -- true for exponent fields of at most 9 bits. For a
@@ -17,7 +17,7 @@
   `EXP_RELATIVE_ERROR`; where both ends of the candidate's error interval round to the same format value, that
   value is the correctly rounded exp (rounding is monotone); the few entries near a rounding boundary are
   enclosed by MPFR with directed rounding at a precision doubled until both ends round alike (`_exp_enclosed`;
-  the MPFR reference `witness.reference`, which the tests compare against, computes its exp its own way).
+  the MPFR reference `tests.oracles.mpfr_reference`, which the tests compare against, computes its exp its own way).
 * `theory` -- CPW's model: every vector leaving a block (`store`: the embedding, each head's output, each block's
   output, the residual stream after each block) is rounded to the format; weights are rounded once. Inside a
   block the model is *exact*; here that is approximated by plain float64 (numpy's own summation order), which is

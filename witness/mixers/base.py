@@ -28,14 +28,14 @@ class Mixer:
       and `d_model`.
     * `kernel(block, x, arith, hooks, prefix)`: the executor's step, x [b, n, d_model] -> [b, n, d_model], every
       value through `arith` (`witness.execute` documents the order).
-    * `reference(block, x, ops, weight, dot, column)`: the same step one scalar at a time (`witness.reference`),
+    * `reference(block, x, ops, weight, dot, column)`: the same step one scalar at a time (`tests.oracles.mpfr_reference`),
       x and the result nested lists [n][d_model]; it shares no code with the kernel.
-    * `torch_forward(module, x)`: the step in torch on a `witness.torch.MixerModule` holding the block's arrays;
+    * `torch_forward(module, x)`: the step in torch on a `lab.torch.MixerModule` holding the block's arrays;
       torch is imported only when it runs.
     * `options(**limits)`: a Hypothesis strategy of the kind's options other than `causal` (the softmax kinds'
-      shared flag, which strategies and `witness.train.LayerSpec` set apart).
+      shared flag, which strategies and `lab.train.LayerSpec` set apart).
     * `initial(block, options, *, causal, H, d_model, d_head, n_ctx, resid_scale, normal)`: the trainer's seeded
-      random block (`witness.train.Architecture.initial_network`); `normal(fan_in, *shape)` draws the weights.
+      random block (`lab.train.Architecture.initial_network`); `normal(fan_in, *shape)` draws the weights.
     * `from_query`: whether kernel and reference take a keyword `from_query` = f and give the step's output for
       positions f .. n-1 only (rows [n - f]), every other value as before (the softmax kinds: one query's output
       needs no other query). A kind without it computes every position's output, and the executor keeps the rows

@@ -7,7 +7,7 @@ carried only across chunks. Without it they run step for step as the executor's 
 (`matrix_state_loop`), the form the parallel one is tested against. The two agree to float64 rounding, not bit for
 bit: the chunked sums run in another order.
 
-`module` is a `witness.torch.MixerModule`: the block's arrays as parameters under their IR names, and `settings`,
+`module` is a `lab.torch.MixerModule`: the block's arrays as parameters under their IR names, and `settings`,
 the block's non-array fields (`gate`, `feature_map`, `normalize`).
 """
 

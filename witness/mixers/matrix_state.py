@@ -187,7 +187,7 @@ def initial_matrix_state(block: type, options: dict[str, Any], *, causal: bool, 
     read-out o_t = S_t^T q_t = sum_{s<=t} c_ts (q_t . k_s) v_s (|c_ts| <= 1: decays lie in (0, 1), the delta rule
     only shrinks S along k) is cubic in the residual x and sums up to n_ctx terms, so at plain 1/fan-in scale a
     stack of such layers grows like x^(3^layers) and overflows even float64 on a 22-token prompt. With residual
-    entries of rms resid_scale (the scale `witness.train` plans for this depth), q, k and v have norm ~1, so
+    entries of rms resid_scale (the scale `lab.train` plans for this depth), q, k and v have norm ~1, so
     |q . k| <~ 1, and W_O's 1/n_ctx undoes the sum over up to n_ctx positions: the layer adds O(1) to the residual
     whatever the depth, instead of cubing it -- finite at fp16 (max 65504) on prompts of ~100 tokens. |k| ~ 1 also
     keeps DeltaNet's beta |k|^2 < 2 (beta < 1), the condition for (I - beta k k^T) to shrink S along k instead of

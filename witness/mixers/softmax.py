@@ -202,7 +202,7 @@ def initial_softmax(block: type, options: dict[str, Any], *, causal: bool, H: in
                     n_ctx: int, resid_scale: float, normal):
     """W_Q and W_K at gain score_gain each: the usual 1 / sqrt(d_head) score temperature, folded into the
     initialisation because the IR's attention has none. Without it the scores of residual entries of rms
-    `witness.train.EMBED_RESID_SCALE` have std about 2 sqrt(d_head) (11 at d_head 32), the softmax starts
+    `lab.train.EMBED_RESID_SCALE` have std about 2 sqrt(d_head) (11 at d_head 32), the softmax starts
     saturated and its gradient vanishes. Biases zero."""
     d, k = d_model, d_head
     score_gain = k ** -0.25

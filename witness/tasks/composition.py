@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from witness.errors import InputError, ParameterError
+from witness.tasks.record import Parameter, TaskRecord
 from witness.tasks.base import (
     DEFAULT_ENUMERATION_LIMIT,
     as_token_batch,
@@ -267,3 +268,44 @@ class Composition:
                                  f"enumeration limit {limit}")
         radices, offsets = self.position_alphabets()
         return enumerate_mixed_radix(radices, offsets, self.count(), batch_size, limit, f"composition{self.params()}")
+
+
+def composition_tasks(max_L: int = 3, max_m: int = 4, max_n: int = 3, layout: str | None = "paper"):
+    """Hypothesis: a `Composition` with 1 <= L <= max_L, 1 <= m <= max_m and every n_l in [1, max_n];
+    `layout=None` draws the layout too."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_task(draw):
+        L = draw(st.integers(1, max_L))
+        m = draw(st.integers(1, max_m))
+        n = tuple(draw(st.integers(1, max_n)) for _ in range(L - 1))
+        chosen = draw(st.sampled_from(LAYOUTS)) if layout is None else layout
+        return Composition(L, m, n, chosen)
+
+    return draw_task()
+
+
+def composition_tokens(task: Composition, max_batch: int = 4):
+    """Hypothesis: a batch [1..max_batch, prompt_length] of valid inputs of `task`, drawn position by position so
+    that each token shrinks towards the smallest id its position allows."""
+    from hypothesis import strategies as st
+
+    radices, offsets = task.position_alphabets()
+    row = st.tuples(*(st.integers(int(low), int(low + size - 1)) for low, size in zip(offsets, radices)))
+    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))
+
+
+RECORD = TaskRecord(
+    name=Composition.name,
+    task=Composition,
+    summary="L-step function composition: read z_L(...z_1(z_0)...) at the query (docs/conventions.md §1.1)",
+    parameters=(
+        Parameter("L", "int", "composition depth (the number of hops)"),
+        Parameter("m", "int", "seed range: z_0 is one of m values"),
+        Parameter("n", "ints", "n_1 .. n_{L-1}: how many tables each hop chooses from", default=()),
+        Parameter("layout", "choice", "where the tables sit in the prompt", default="paper", choices=LAYOUTS),
+    ),
+    tasks_strategy=composition_tasks,
+    tokens_strategy=composition_tokens,
+)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from witness.errors import InputError, ParameterError
+from witness.tasks.record import Parameter, TaskRecord
 from witness.tasks.base import (
     DEFAULT_ENUMERATION_LIMIT,
     as_token_batch,
@@ -95,3 +96,40 @@ class TwoSum:
         radices = np.full(self.n, self.M, dtype=np.int64)
         return enumerate_mixed_radix(radices, np.zeros(self.n, np.int64), self.count(), batch_size, limit,
                                      f"two_sum{self.params()}")
+
+
+def two_sum_tasks(max_n: int = 6, max_M: int = 6, causal: bool | None = None):
+    """Hypothesis: a `TwoSum` with 2 <= n <= max_n, 2 <= M <= max_M, any target t in [M]; `causal=None` draws
+    the variant."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_task(draw):
+        M = draw(st.integers(2, max_M))
+        chosen = draw(st.booleans()) if causal is None else causal
+        return TwoSum(draw(st.integers(2, max_n)), M, draw(st.integers(0, M - 1)), chosen)
+
+    return draw_task()
+
+
+def two_sum_tokens(task: TwoSum, max_batch: int = 4):
+    """Hypothesis: a batch [1..max_batch, n] of valid inputs of `task`."""
+    from hypothesis import strategies as st
+
+    row = st.lists(st.integers(0, task.M - 1), min_size=task.n, max_size=task.n)
+    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))
+
+
+RECORD = TaskRecord(
+    name=TwoSum.name,
+    task=TwoSum,
+    summary="2-Sum: at every position, does some other token complete it to t mod M (docs/conventions.md §1.2)",
+    parameters=(
+        Parameter("n", "int", "sequence length"),
+        Parameter("M", "int", "the modulus: tokens are 0 .. M-1"),
+        Parameter("t", "int", "the target sum mod M", default=0),
+        Parameter("causal", "flag", "only earlier positions j < i count", default=False),
+    ),
+    tasks_strategy=two_sum_tasks,
+    tokens_strategy=two_sum_tokens,
+)

@@ -1,0 +1,217 @@
+"""What `witness hierarchy` trains, stored once and replayed: the trained probes, their controls and the capacity curve.
+
+Training is the one expensive part of the hierarchy (about an hour of torch on 2 cores) and the one part that
+certifies nothing, so the main job does not repeat it by default. `witness hierarchy --full` trains every
+network and capacity point and writes `DIR/trained.json` beside `DIR/networks/`: per trained network the job that
+trained it (architecture, budget, task, seed, protocol), its training reports and the file; and the capacity
+curve's rows. A later run (`--stored DIR`, by default the committed `docs/hierarchy`) replays them:
+
+* every stored job must equal, field for field, the job this run would train (else `--full`: the stored
+  networks answer another question);
+* the stored network and the capacity point that trained fastest are retrained here from their seeds and compared
+  bit for bit (`replay_network_job`: every array; `replay_capacity_job`: the point's `capacity.REPLAYED` fields).
+  Training is deterministic on one machine and install, so a difference means another trainer, torch or processor
+  made the stored material; the run says so in its report and does not claim the stored rows were reproduced;
+* the searches then run fresh on the stored networks: only the weights are loaded, never a verdict.
+
+The report names, for every replayed row, the file it came from (`replayed_from`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from witness.errors import FileFormatError, ParameterError
+
+STORE = "trained.json"
+#: The committed store the main job replays by default (written by `witness hierarchy --full`).
+DEFAULT_STORE = Path(__file__).resolve().parents[1] / "docs" / "hierarchy"
+#: The fields of a training job that decide its weights (the rest says where it is written).
+TRAINING_FIELDS = ("architecture_kind", "task", "params", "architecture_options", "shape", "seed", "training")
+
+
+def training_key(job: dict[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {field: job[field] for field in TRAINING_FIELDS if field not in without}
+
+
+def architecture(job: dict[str, Any]):
+    """The `lab.train.Architecture` a probe job of kind hybrid / full / control / sparse searches."""
+    from lab import architectures
+    from verify.search.sparse import sparse_architecture
+
+    shape, options, mlp = job["shape"], job["architecture_options"], job["training"]["mlp_ratio"]
+    kind = job["architecture_kind"]
+    if kind == "hybrid":
+        return architectures.hybrid_architecture(options["full_layers"], options["linear_per_gap"],
+                                                 options["mixer"], **shape, mlp_ratio=mlp)
+    if kind in ("full", "control"):
+        return architectures.full_architecture(options["layers"], **shape, mlp_ratio=mlp)
+    return sparse_architecture(task_of(job), options["block"], options["k"], **shape, mlp_ratio=mlp)
+
+
+def task_of(job: dict[str, Any]):
+    from witness.tasks import Composition, TwoSum
+
+    return Composition(**job["params"]) if job["task"] == "composition" else TwoSum(**job["params"])
+
+
+def train_network(job: dict[str, Any]):
+    """(network, training reports) for a training job: `lab.architectures.network` with `trained`
+    weights, exactly as a search with weights="trained" builds them."""
+    from lab import architectures
+
+    training = job["training"]
+    network, weights = architectures.network(architecture(job), task_of(job), "trained", job["seed"],
+                                             training["train_seeds"], training["train_steps"])
+    return network, list(weights.as_dict().get("training", ()))
+
+
+def train_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Train one network and write it to DIR/networks/NAME.npz; the store's entry for it."""
+    network, reports = train_network(job)
+    path = f"networks/{job['name']}.npz"
+    network.save(Path(job["out"]) / path)
+    return {"name": job["name"], "file": path, "job": training_key(job), "training": reports,
+            "seconds": round(sum(report["seconds"] for report in reports), 2)}
+
+
+def same_weights(a, b) -> list[str]:
+    """The arrays in which two networks differ (names; a missing or extra array counts), bit for bit."""
+    left, right = a.state_dict(), b.state_dict()
+    names = sorted(set(left) | set(right))
+    return [name for name in names if name not in left or name not in right or left[name].dtype != right[name].dtype
+            or not np.array_equal(left[name], right[name])]
+
+
+def replay_network_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Retrain one stored network from its seed and compare it, array by array, with the stored file."""
+    from witness.io import load
+
+    network, _ = train_network({**job["entry"]["job"], "name": job["entry"]["name"]})
+    differ = same_weights(network, load(job["file"]))
+    return {"what": f"network {job['entry']['name']}", "file": job["file"], "matched": not differ,
+            "detail": "every array equal bit for bit" if not differ else
+            f"{len(differ)} arrays differ (first: {differ[0]})"}
+
+
+def replay_capacity_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Retrain one stored capacity point and compare its replayed fields with the stored row."""
+    from experiments import capacity
+
+    row = job["row"]
+    point = capacity.point_job({"spec": job["spec"], "size": row["size"], "architecture": row["architecture"],
+                                "seed": row["seed"]})
+    differ = capacity.replay_differences(point, row)
+    return {"what": f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
+            "file": job["file"], "matched": not differ,
+            "detail": f"{', '.join(capacity.REPLAYED)} equal" if not differ else "; ".join(differ)}
+
+
+def write(out: Path, networks: list[dict[str, Any]], capacity_curve: dict[str, Any] | None) -> None:
+    """DIR/trained.json: the store a later run replays (the separations it replays lie in DIR/separation/)."""
+    store = {"about": "Written by `witness hierarchy --full`: every trained network (the job that trained it, "
+                      "its training reports, its file) and the capacity curve's rows. `witness hierarchy --stored "
+                      "DIR` replays them (verify/trained.py).",
+             "networks": {entry["name"]: entry for entry in networks}, "capacity": capacity_curve}
+    (out / STORE).write_text(json.dumps(store, indent=1), encoding="utf-8")
+
+
+class Store:
+    """A stored DIR/trained.json and its networks, matched against the jobs of this run."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder).resolve()
+        path = self.folder / STORE
+        if self.folder.is_file():
+            raise ParameterError(f"--stored {folder}: is a file, not a folder `witness hierarchy --full` wrote")
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            self.networks: dict[str, dict[str, Any]] = dict(raw["networks"])
+            self.capacity: dict[str, Any] | None = raw.get("capacity")
+        except FileNotFoundError:
+            raise ParameterError(f"--stored {folder}: no {STORE} there (a folder `witness hierarchy --full` "
+                                 "wrote); run with --full to train instead") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise FileFormatError(f"{path}: not a store `witness hierarchy --full` wrote ({exc})") from None
+
+    def path(self, name: str) -> Path:
+        return self.folder / self.networks[name]["file"]
+
+    def display(self, relative: str) -> str:
+        """A path inside the store as a reader finds it: relative to the current folder where it lies below it."""
+        path = self.folder / relative
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def entry_for(self, job: dict[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The stored entry trained by exactly `job` (but for the fields `without`), else a ParameterError naming
+        the first field that differs."""
+        entry = self.networks.get(job["name"])
+        if entry is None:
+            raise ParameterError(f"{self.folder / STORE} holds no trained network {job['name']!r}; run with "
+                                 "--full (or --stored a folder trained with this configuration)")
+        wanted = training_key(job, without)
+        for field, value in wanted.items():
+            if entry["job"].get(field) != value:
+                raise ParameterError(f"the stored network {job['name']} was trained with {field} = "
+                                     f"{entry['job'].get(field)!r}, this run would train {value!r}: run with "
+                                     "--full (or --stored a folder trained with this configuration)")
+        if not self.path(job["name"]).is_file():
+            raise ParameterError(f"{self.path(job['name'])}: the stored network file is missing")
+        return entry
+
+    def training_seconds(self) -> float:
+        """The seconds a --full run spent training what is stored."""
+        return sum(entry["seconds"] for entry in self.networks.values()) + sum(
+            row["seconds"] for row in (self.capacity or {}).get("rows", ()))
+
+    def separation(self, L: int) -> Path:
+        """The folder of the stored separation at depth L (a --full run scanned for it)."""
+        folder = self.folder / "separation" / f"L{L}"
+        if not (folder / "separation.json").is_file():
+            raise ParameterError(f"{folder}: no stored separation at L = {L}; run with --full")
+        return folder
+
+    def copy_into(self, name: str, out: Path) -> str:
+        """Copy a stored network into DIR/networks (unless DIR is the store itself); its path relative to DIR."""
+        target = out / self.networks[name]["file"]
+        if target.resolve() != self.path(name):
+            shutil.copyfile(self.path(name), target)
+        return self.networks[name]["file"]
+
+    def curve_for(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The stored capacity curve, which must have been trained with exactly `spec`."""
+        if self.capacity is None:
+            raise ParameterError(f"{self.folder / STORE} holds no capacity curve; run with --full")
+        if self.capacity["spec"] != spec:
+            differ = sorted(key for key in set(spec) | set(self.capacity["spec"])
+                            if spec.get(key) != self.capacity["spec"].get(key))
+            raise ParameterError(f"the stored capacity curve was trained with other {', '.join(differ)}; run "
+                                 "with --full")
+        return self.capacity
+
+    def replay_jobs(self, names: list[str], with_capacity: bool) -> list[dict[str, Any]]:
+        """The bit-for-bit checks: the stored network among `names` and the capacity point that trained fastest."""
+        jobs = []
+        if names:
+            fastest = min(names, key=lambda name: self.networks[name]["seconds"])
+            jobs.append({"kind": "replay_network", "name": f"replay {fastest}",
+                         "entry": self.networks[fastest], "file": str(self.path(fastest)),
+                         "seconds": self.networks[fastest]["seconds"]})
+        if with_capacity and self.capacity and self.capacity["rows"]:
+            row = min(self.capacity["rows"], key=lambda row: row["seconds"])
+            jobs.append({"kind": "replay_capacity", "name": f"replay capacity N={row['size']} {row['architecture']}",
+                         "spec": self.capacity["spec"], "row": row, "file": str(self.folder / STORE),
+                         "seconds": row["seconds"]})
+        return jobs
+
+
+__all__ = ["Store", "train_job", "replay_network_job", "replay_capacity_job", "write", "training_key",
+           "same_weights", "DEFAULT_STORE", "STORE"]

@@ -1,0 +1,149 @@
+"""The architectures the search probes (docs/conventions.md §6), as `lab.train.Architecture`s, and their networks.
+
+* `hybrid_architecture(...)`: Theorem 1.1's negative side. `L_full` causal full-attention layers; before each of
+  them a gap of recurrent (linear-attention) layers and one more gap after the last, each gap `linear_per_gap`
+  layers long (one int for every gap, or one int per gap); an MLP after every mixing layer.
+* `full_architecture(...)`: CPW's negative side, a plain stack of causal full-attention layers, an MLP after each.
+
+`hybrid(task, ...)` and `full(task, ...)` are those architectures with seeded random weights;
+`network(architecture, task, weights, seed)` gives the IR network: `random` weights (the trainer's seeded
+initialisation), `trained` (the shared trainer for a fixed number of steps, several seeds, the best kept), or a FILE
+(loaded, and refused unless it is a network for the same task with the requested architecture).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from witness.errors import ParameterError
+from witness.io import load
+from witness.ir import Network
+from witness.mixers import RECURRENT_MIXERS
+from witness.tasks.base import check_int
+
+#: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).
+MLP_RATIO = 4
+#: `weights="trained"`: seeds tried (each trained for the trainer's DEFAULT_STEPS unless told otherwise).
+TRAIN_SEEDS = 3
+
+
+def _training():
+    """lab.train (torch) is imported only when an architecture is built, so `witness` starts without torch."""
+    from lab import train
+
+    return train
+
+
+def gap_lengths(L_full: int, linear_per_gap: int | Sequence[int]) -> tuple[int, ...]:
+    """The recurrent layers in each of the L_full + 1 gaps."""
+    L_full = check_int("L_full", L_full, 0)
+    if isinstance(linear_per_gap, Sequence):
+        gaps = tuple(check_int("linear_per_gap", g, 0) for g in linear_per_gap)
+        if len(gaps) != L_full + 1:
+            raise ParameterError(f"linear_per_gap lists {len(gaps)} gaps; {L_full} full layers have {L_full + 1}")
+        return gaps
+    return (check_int("linear_per_gap", linear_per_gap, 0),) * (L_full + 1)
+
+
+def _mlp_width(d_model: int, mlp_ratio: int) -> int | None:
+    return check_int("mlp_ratio", mlp_ratio, 0) * check_int("d_model", d_model, 1) or None
+
+
+def hybrid_architecture(L_full: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int,
+                        d_model: int, mlp_ratio: int = MLP_RATIO):
+    """`Architecture`: gap, full layer, gap, ..., full layer, gap; every layer followed by an MLP of width
+    mlp_ratio x d_model (0: no MLPs)."""
+    train = _training()
+    recurrent = [cls.kind for cls in RECURRENT_MIXERS]
+    if mixer not in recurrent:
+        raise ParameterError(f"mixer must be a recurrent kind, one of {recurrent}; got {mixer!r}")
+    d_mlp = _mlp_width(d_model, mlp_ratio)
+    recurrent_layer = train.LayerSpec(mixer=mixer, d_mlp=d_mlp)
+    full_layer = train.LayerSpec(d_mlp=d_mlp)
+    layers: list = []
+    for g, gap in enumerate(gap_lengths(L_full, linear_per_gap)):
+        layers += [recurrent_layer] * gap + ([full_layer] if g < L_full else [])
+    if not layers:
+        raise ParameterError("the hybrid has no layers: give at least one full layer or one recurrent layer")
+    return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=tuple(layers))
+
+
+def full_architecture(layers: int, H: int, d_head: int, d_model: int, mlp_ratio: int = MLP_RATIO):
+    """`Architecture`: `layers` causal softmax-attention layers, each followed by an MLP of width
+    mlp_ratio x d_model (0: no MLPs)."""
+    train = _training()
+    count = check_int("layers", layers, 1)
+    spec = train.LayerSpec(d_mlp=_mlp_width(d_model, mlp_ratio))
+    return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(spec,) * count)
+
+
+def hybrid(task, L_full: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int, d_model: int,
+           seed: int = 0) -> Network:
+    """The hybrid for `task` with seeded random weights."""
+    return hybrid_architecture(L_full, linear_per_gap, mixer, H, d_head, d_model).initial_network(task, seed)
+
+
+def full(task, layers: int, H: int, d_head: int, d_model: int, seed: int = 0) -> Network:
+    """The full-attention stack for `task` with seeded random weights."""
+    return full_architecture(layers, H, d_head, d_model).initial_network(task, seed)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Where a searched network's weights came from: `source` is random, trained or the file; `training` lists
+    each seed's `TrainReport` (as dicts) when trained, the kept one first."""
+
+    source: str
+    training: tuple[dict[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source}
+        if self.training:
+            out["best_accuracy"] = self.training[0]["accuracy"]
+            out["training"] = [{k: v for k, v in r.items() if k != "history"} for r in self.training]
+        return out
+
+
+def layer_kinds(network: Network) -> list[str]:
+    return [layer.mixer.kind for layer in network.layers]
+
+
+def _check_matches(loaded: Network, architecture, task, path: str) -> None:
+    if loaded.task != task:
+        raise ParameterError(f"{path} is a network for {loaded.meta.task} {loaded.meta.params}, not for {task}")
+    got = (layer_kinds(loaded), loaded.budget().H, loaded.budget().d_head, loaded.d_model)
+    wanted = ([spec.mixer for spec in architecture.layers], architecture.H, architecture.d_head, architecture.d_model)
+    if got != wanted:
+        raise ParameterError(f"{path} has layers {got[0]}, H {got[1]}, d_head {got[2]}, d_model {got[3]}; the "
+                             f"requested architecture has {wanted[0]}, H {wanted[1]}, d_head {wanted[2]}, "
+                             f"d_model {wanted[3]}")
+
+
+def network(architecture, task, weights: str = "random", seed: int = 0, train_seeds: int = TRAIN_SEEDS,
+            train_steps: int | None = None) -> tuple[Network, Weights]:
+    """The network to search: `weights` is `random`, `trained`, or a path to a saved network (.npz/.safetensors,
+    e.g. written by `witness train`).
+
+    Trained: seeds seed, seed+1, ... (`train_seeds` of them), each for exactly `train_steps` steps (None: the
+    trainer's default) with the trainer's defaults otherwise; the network with the best held-out accuracy is kept
+    (ties: the earlier seed)."""
+    seed = check_int("seed", seed, 0)
+    if weights == "random":
+        return architecture.initial_network(task, seed), Weights("random")
+    if weights == "trained":
+        train = _training()
+        runs = []
+        for s in range(seed, seed + check_int("train_seeds", train_seeds, 1)):
+            steps = {} if train_steps is None else {"steps": train_steps}
+            runs.append(train.train(architecture, task, seed=s, **steps))
+        runs.sort(key=lambda run: -run[1].accuracy)  # stable: the earlier seed wins a tie
+        return runs[0][0], Weights("trained", tuple(report.as_dict() for _, report in runs))
+    loaded = load(weights)
+    _check_matches(loaded, architecture, task, weights)
+    return loaded, Weights(weights)
+
+
+__all__ = ["hybrid", "full", "hybrid_architecture", "full_architecture", "network", "gap_lengths", "layer_kinds",
+           "Weights", "MLP_RATIO"]

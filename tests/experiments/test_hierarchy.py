@@ -1,0 +1,176 @@
+"""`witness hierarchy --quick`: every certified row re-checked from its certificate, every failure replayed.
+
+The replay does not trust the report: each saved network is loaded from its file and run by the executor at the
+row's format and semantics, and the answer it should have given comes from tests/reference_tasks.py (plain loops
+over the task's definition), not from witness.tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.oracles.reference_tasks import composition_answer_from_tokens, two_sum_answer
+from verify import checker
+from experiments.hierarchy import load_config
+from witness.arith import arithmetic, parse_format
+from cli.main import main
+from witness.errors import FileFormatError, ParameterError
+from witness.execute import run
+from witness.io import load
+
+STATUSES = {"certified", "unknown", "failures found", "none found", "not available"}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("hierarchy")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["hierarchy", "--quick", "--out", str(out), "--json"]) == 0
+    lines = stdout.getvalue().strip().splitlines()
+    assert len(lines) == 1  # --json prints exactly one object
+    return out, json.loads(lines[0])
+
+
+def reference_answer(row: dict, tokens: list[int]):
+    params = row["params"]
+    if row["task"] == "composition":
+        return composition_answer_from_tokens(params["m"], tuple(params["n"]), tokens)
+    return two_sum_answer(tokens, params["M"], params["t"], params.get("causal", False))
+
+
+def replay(out: Path, row: dict, tokens: list[int]):
+    network = load(out / row["network"])
+    predictions = run(network, np.asarray([tokens]), arithmetic(parse_format(row["format"]), row["semantics"]))
+    values = [int(v) for v in predictions.predictions[0]]
+    return values[0] if network.readout.read == "last" else values
+
+
+def test_report_covers_every_level_and_writes_its_files(report):
+    out, payload = report
+    assert json.loads((out / "report.json").read_text()) == payload
+    assert {row["status"] for row in payload["rows"]} <= STATUSES
+    levels = [L for L, _, _ in load_config(quick=True).levels]
+    certified = sorted(row["L"] for row in payload["rows"] if row["stage"] == "construction"
+                       and row.get("construction") == "composition" and row["status"] == "certified")
+    assert certified == levels  # the (L+1)-layer construction is certified at every configured depth
+    separated = [row for row in payload["rows"] if row["stage"] == "separation"]
+    assert [row["L"] for row in separated] == list(load_config(quick=True).separation) == [1]
+    assert all(row["covered"] and row["status"] == "certified" for row in separated)
+    assert "**yes**: the separation" in (out / "report.md").read_text()
+    probed = {(row["L"], row["architecture"]) for row in payload["rows"] if row["stage"] == "probe"}
+    assert {L for L, _ in probed if L is not None} == set(levels)
+    text = (out / "report.md").read_text()
+    for row in payload["rows"]:
+        assert row["architecture"] in text
+    for plot in payload["plots"]:
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(payload["plots"]) == 3 and "plots/capacity.png" in payload["plots"]
+    assert {item["task"] for item in payload["bounds"]} >= {"composition"}
+
+
+def test_every_certified_row_is_rechecked_from_its_certificate(report):
+    out, payload = report
+    certified = [row for row in payload["rows"] if row["status"] == "certified"]
+    assert certified
+    for row in certified:
+        certificate = checker.load_certificate(out / row["certificate"])
+        assert certificate["claim"]["format"] == row["format"]
+        assert certificate["claim"]["semantics"] == row["semantics"]
+        network = None if row["network"] is None else out / row["network"]
+        assert checker.check_files(out / row["certificate"], network)["confirmed"]
+
+
+def test_a_certificate_for_another_network_is_rejected(report):
+    out, payload = report
+    certified = [row for row in payload["rows"] if row["status"] == "certified"]
+    first, second = certified[0], certified[1]
+    with pytest.raises(checker.Refused, match="sha256"):
+        checker.check_files(out / first["certificate"], out / second["network"])
+
+
+def test_every_failure_and_pair_replays_through_the_executor(report):
+    out, payload = report
+    replayed = 0
+    for row in payload["rows"]:
+        for failure in row.get("failures", []):
+            expected = reference_answer(row, failure["tokens"])
+            assert failure["expected"] == expected
+            output = replay(out, row, failure["tokens"])
+            assert output == failure["output"] and output != expected
+            replayed += 1
+        for pair in row.get("pairs", []):
+            assert reference_answer(row, pair["a"]) != reference_answer(row, pair["b"])
+            assert replay(out, row, pair["a"]) == replay(out, row, pair["b"]) == pair["output"]
+            replayed += 1
+    assert replayed  # random networks at these sizes do fail, so the quick run has failures to replay
+
+
+def test_a_failure_replays_with_witness_run(report, capsys, monkeypatch):
+    out, payload = report
+    row = next(row for row in payload["rows"] if row.get("failures"))
+    failure = row["failures"][0]
+    monkeypatch.chdir(out)  # the report's paths are relative to its folder
+    capsys.readouterr()
+    assert main(["run", row["network"], "--tokens", ",".join(map(str, failure["tokens"])), "--format",
+                 row["format"], "--semantics", row["semantics"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["output"] == failure["output"]
+
+
+def test_bad_configuration_and_levels_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"levels": {}}')
+    with pytest.raises(FileFormatError):
+        load_config(bad)
+    with pytest.raises(ParameterError):
+        load_config(quick=True).select([9])
+    assert main(["hierarchy", "--quick", "--out", str(tmp_path), "--L", "9"]) == 2
+    assert main(["hierarchy", "--out", str(tmp_path), "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("witness: error:") for line in err)
+
+
+def test_a_trained_probe_counts_only_where_its_control_learned():
+    from experiments.hierarchy import judge_against_controls
+
+    def probe(L, name, failing, tried, control=False, weights="trained"):
+        return {"stage": "probe", "L": L, "task": "composition", "name": name, "weights": weights,
+                "architecture": f"arch {name}", "control": control, "failing": failing, "tried": tried,
+                "format": "float:2,5", "evidence": "counted"}
+
+    rows = [probe(1, "control1", 2, 200, control=True), probe(1, "hybrid1", 150, 200),
+            probe(2, "control2", 100, 200, control=True), probe(2, "hybrid2", 190, 200),
+            probe(2, "random2", 199, 200, weights="random"), probe(3, "hybrid3", 5, 200)]
+    judged = {row["name"]: row for row in judge_against_controls(rows)}
+    assert judged["hybrid1"]["control_learned"] and "counts as evidence" in judged["hybrid1"]["evidence"]
+    assert "not that none exists" in judged["hybrid1"]["evidence"]
+    assert not judged["hybrid2"]["control_learned"] and "no evidence" in judged["hybrid2"]["evidence"]
+    assert "failed 100 of 200 inputs at float:2,5" in judged["hybrid2"]["evidence"]
+    assert judged["random2"]["evidence"] == "counted"  # random weights are judged by their own words
+    assert "no trained control" in judged["hybrid3"]["evidence"]
+
+
+def test_the_report_leads_with_a_summary_that_keeps_proof_and_evidence_apart(report):
+    out, payload = report
+    text = (out / "report.md").read_text()
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections[0] == "## Summary"
+    summary = text.split("## Summary\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert 3 <= len(summary) <= 10 and all(line.startswith("* **") for line in summary)
+    assert summary[0].startswith("* **Smoke run**")  # --quick says what it is before anything else
+    proven = sum(row["category"] == "proven" for row in payload["rows"])
+    constructions = sum(row["stage"] == "construction" and row["status"] == "certified" for row in payload["rows"])
+    assert f"{constructions} constructions" in summary[1] and proven == constructions + 1  # + the L = 1 separation
+    untrained = [row for row in payload["rows"] if row["category"] == "untrained weights"]
+    assert untrained and f"{len(untrained)} probes with random or hand-set weights" in text
+    headline = text.split("## Certified constructions and trained networks", 1)[1].split("\n## ", 1)[0]
+    elsewhere = text.split("## Untrained weights", 1)[1].split("\n## ", 1)[0]
+    for row in untrained:  # random-weight rows stay out of the headline table
+        assert f"`{row['network']}`" not in headline and f"`{row['network']}`" in elsewhere
+    assert payload["complete"] is True and "NOT FINISHED" not in text
