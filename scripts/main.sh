@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: the hierarchy with the embedded default configuration (verify/hierarchy.json), on every core, into
+# The main job: the hierarchy with the embedded default configuration (experiments/hierarchy.json), on every core, into
 # out/hierarchy/: report.md (a summary first, then every row), report.json, plots/*.png, networks/*.npz and
 # certificates/*.json. Every construction, p*, both separations and 2-Sum are certified fresh; the trained networks
 # and the capacity curve are replayed from the committed docs/hierarchy (searched fresh; one network and one

@@ -9,7 +9,6 @@ ones too."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,10 +16,9 @@ import pytest
 from tests import REPO
 
 ROOT = REPO
-_spec = importlib.util.spec_from_file_location("run_docs_commands", ROOT / "scripts" / "run_docs_commands.py")
-docs = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = docs  # dataclasses look their module up there
-_spec.loader.exec_module(docs)
+sys.path.insert(0, str(ROOT / "scripts"))  # the two scripts import each other as a script's neighbours do
+import docs_commands as docs  # noqa: E402
+import run_docs_commands as runner  # noqa: E402
 
 PAGES = docs.pages()
 
@@ -36,7 +34,7 @@ def test_the_readme_and_the_pages_have_command_lines():
 
 @pytest.mark.parametrize("page", PAGES, ids=[docs.relative(page) for page in PAGES])
 def test_the_quick_commands_of_a_page_run_as_written(page, tmp_path):
-    outcomes = docs.run_page(page, tmp_path)
+    outcomes = runner.run_page(page, tmp_path)
     problems = [outcome.describe() for outcome in outcomes if not outcome.ok]
     assert not problems, "\n".join(problems)
 
@@ -97,7 +95,7 @@ def test_a_broken_command_line_is_reported_as_a_problem(tmp_path, monkeypatch):
         "witness hierarchy --out out/h --full",
         "```", ""]), encoding="utf-8")
     monkeypatch.setattr(docs, "relative", lambda path: path.name)  # the page lies outside the repository
-    outcomes = docs.run_page(page, tmp_path / "run")
+    outcomes = runner.run_page(page, tmp_path / "run")
     problems = {outcome.command.line: outcome.problem for outcome in outcomes}
     assert problems[4] is None and outcomes[0].status == 0  # runs, and prints what it says
     assert "unknown arguments ['--no-such-option']" in problems[5]

@@ -8,20 +8,9 @@ import pytest
 
 from witness.arith import BF16, FP16, FP32, FP64, Fixed, Float, arithmetic, parse_format
 from witness.errors import OverflowInFormat, ParameterError
+from tests.oracles.ieee_rounding import mpfr_context, mpfr_round
 
 FLOATS = [Float(3, 4), Float(5, 5), FP16, BF16, FP32, Float(2, 2), Float(24, 9), Float(1, 3), Float(20, 11)]
-
-
-def mpfr_context(fmt: Float) -> gmpy2.context:
-    """Written here, not imported: the IEEE-style gmpy2 context of a float format (cross-checked below)."""
-    bias = 2 ** (fmt.exponent - 1) - 1
-    return gmpy2.context(precision=fmt.mantissa + 1, emax=bias + 1, emin=2 - bias - fmt.mantissa,
-                         subnormalize=True)
-
-
-def mpfr_round(fmt: Float, values: np.ndarray) -> np.ndarray:
-    ctx = mpfr_context(fmt)
-    return np.array([float(ctx.plus(gmpy2.mpfr(float(v), 53))) for v in values.reshape(-1)]).reshape(values.shape)
 
 
 def grid_values(fmt: Float, fractions=None) -> np.ndarray:

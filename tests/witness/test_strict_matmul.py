@@ -20,7 +20,7 @@ from witness.arith import BF16, FP16, Fixed, Float, arithmetic
 from witness.errors import OverflowInFormat
 from witness.execute import run
 
-from tests.witness.test_formats import mpfr_context, mpfr_round  # the MPFR rounding the format tests check against
+from tests.oracles.ieee_rounding import mpfr_context, mpfr_round  # the MPFR rounding the format tests check against
 
 
 def reference_matmul(fmt, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.witness.test_strict_reference import assert_strict_matches_reference
+from tests.oracles.strict_agreement import assert_strict_matches_reference
 from lab import strategies as ws
 from witness.arith import parse_format
 

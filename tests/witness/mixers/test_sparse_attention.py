@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from tests.witness.test_strict_reference import assert_strict_matches_reference
+from tests.oracles.strict_agreement import assert_strict_matches_reference
 from lab import strategies as ws
 from witness.arith import arithmetic, parse_format
 from witness.errors import OverflowInFormat, ParameterError
