@@ -16,17 +16,22 @@ Residual directions (b_V = code width of the value vocabulary V = N_{L-1}, b_l =
     fetch[k]              scratch: the attention output of the current layer, cleared by its MLP
     R{l}[k]               the slot holding the ±1 code of i_l, written by the MLP of layer l
 
-Codes: entry k of code(v) is +1 if bit k of v is set, else -1, so <code(u), code(v)> = width - 2 * hamming(u, v).
+Head directions (the same in every layer): queries meet keys in `block` (the block indicator), `address_high[k]`
+and `address_low[k]` (the two parts of the address); values travel in `value[k]` (a token's code).
+
+Codes: entry k of code(v) is +1 if bit k of v is set, else -1, so <code(u), code(v)> = width - 2 * hamming(u, v):
+distinct codes score at least CODE_GAP = 2 below equal ones.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
-from constructions.residual import code_width, pm1_codes
+from constructions.residual import CODE_GAP, Group, Head, Route, Score, Space, code_width, fill, pm1_codes, run, write
 from witness.errors import ParameterError
 from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
 from witness.mixers import Attention
@@ -36,15 +41,42 @@ from witness.tasks import Composition
 NAME = "composition"
 
 
-def attention_scale(prompt_length: int) -> int:
-    """beta: the smallest integer with (n - 1) * exp(-2 beta) <= 1/4.
+# -- the linked constants, each derived from the one before ----------------------------------------------------
+#: epsilon, the attention mass the argument lets fall off the key a layer fetches: chosen, and bought by
+#: `attention_scale`.
+OFF_TARGET_MASS_BOUND = Fraction(1, 4)
 
-    Every key the last position sees other than the target scores at least 2 beta below it (see `build`), so
-    the attention mass off the target is at most (n - 1) e^{-2 beta} <= 1/4. A fetched ±1 coordinate is then
-    target_weight * (±1) + (mass elsewhere) * [-1, 1], which keeps the target's sign with magnitude at least
-    1 - 2/4 = 1/2 -- the threshold the MLP below needs. An integer keeps the scale exact in every format.
+#: A fetched ±1 coordinate is (1 - e)(±1) + (a mix of values in [-1, 1] of mass e) for some e <= epsilon, so it
+#: keeps the target's sign with magnitude at least 1 - 2 epsilon (and at most 1): what the sign MLP is built for.
+FETCH_THRESHOLD = 1 - 2 * OFF_TARGET_MASS_BOUND
+
+#: The sign MLP's input scale G: it lifts the threshold to 1, so 1 <= G|F| <= 2 for every fetched F (|F| <= 1).
+#: At epsilon = 1/4, G = 2: a power of two, so G F is exact, and G F <= 2 keeps G F - 1 exact by Sterbenz's
+#: lemma (`_sign_mlp`). A larger epsilon breaks the second, a smaller one the first; a test checks both.
+SIGN_GAIN = 1 / FETCH_THRESHOLD
+
+
+def attention_scale(prompt_length: int) -> int:
+    """beta: the smallest integer with (n - 1) exp(-CODE_GAP beta) <= OFF_TARGET_MASS_BOUND.
+
+    Every key the last position sees other than the target scores at least CODE_GAP beta below it (see
+    `describe`), so the attention mass off the target is at most (n - 1) e^{-CODE_GAP beta} <= epsilon, and each
+    fetched coordinate clears FETCH_THRESHOLD. An integer keeps the scale exact in every format. The ratio
+    (n - 1) / epsilon is rounded up to an integer (it is one: 4 (n - 1)) before the logarithm, because math.log
+    takes integers of any size and the parametric certificates have prompts far beyond the floats.
     """
-    return max(1, math.ceil(math.log(4 * (prompt_length - 1)) / 2))
+    return max(1, math.ceil(math.log(math.ceil((prompt_length - 1) / OFF_TARGET_MASS_BOUND)) / CODE_GAP))
+
+
+def block_weight(beta: int) -> int:
+    """C, the weight of the block indicator: CODE_GAP beta.
+
+    The query's address part has ±beta entries on b address head directions. A key outside the block being read
+    carries at most ±1 there and indicator 0, so it scores at most beta b, while the target scores C + beta b:
+    C = CODE_GAP beta gives those keys the same gap as a wrong address inside the block, whose code differs from
+    the target's in at least one bit (CODE_GAP beta lower; the indicator cancels there).
+    """
+    return CODE_GAP * beta
 
 
 @dataclass(frozen=True)
@@ -75,24 +107,17 @@ class EmbeddingClass:
 
 @dataclass(frozen=True)
 class Sparse:
-    """A weight array as diagonal runs: for a matrix, (row, column, length, value) sets entries (row + i,
-    column + i) = value for i < length; for a vector, (index, length, value). Every weight of the construction is
-    a union of such runs (group to group), so the description never needs a dense matrix, at any size."""
+    """A weight array as diagonal runs (`constructions.residual.run` for a matrix, `fill` for a vector). Every
+    weight of the construction is a union of such runs, group to group, so the description never needs a dense
+    matrix, at any size."""
 
     shape: tuple[int, ...]
     runs: tuple[tuple, ...]
 
     def dense(self) -> np.ndarray:
         """The array, built once in the narrowest dtype that holds its values (witness.storage) and sealed."""
-        out = np.zeros(self.shape, narrowest_dtype(np.array([0.0] + [run[-1] for run in self.runs])))
-        for run in self.runs:
-            if len(self.shape) == 2:
-                row, column, length, value = run
-                out[np.arange(row, row + length), np.arange(column, column + length)] = value
-            else:
-                index, length, value = run
-                out[index:index + length] = value
-        return seal(out)
+        dtype = narrowest_dtype(np.array([0.0] + [entry[-1] for entry in self.runs]))
+        return seal(write(np.zeros(self.shape, dtype), self.runs))
 
 
 #: The arrays of one layer of the description: one causal softmax head (no head axis; biases zero) and its MLP.
@@ -106,31 +131,36 @@ class Description:
     as rules per class of positions and tokens. `build` materialises it (`layers`, `materialise`), so a description
     and the network built from it cannot disagree; the checker's parametric proof (verify/checker/parametric.py)
     reasons about the rules and runs instead, at sizes no table (nor any d_model x d_head matrix) could be built
-    for. `groups` maps each group of residual directions to (first direction, width)."""
+    for."""
 
     task: Composition
-    groups: dict[str, tuple[int, int]]
-    d_model: int
-    d_head: int
+    residual: Space
+    head: Head
     weights: tuple[dict[str, Sparse], ...]  # per layer: ATTENTION_ARRAYS and MLP_ARRAYS
-    beta: int
-    C: int
+    beta: int  # the attention scale (`attention_scale`)
+    C: int  # the block indicator's weight (`block_weight`)
     positions: tuple[EmbeddingClass, ...]
     tokens: tuple[EmbeddingClass, ...]
     readout_group: str  # logit_v = <code(v), readout_group>
+
+    @property
+    def groups(self) -> dict[str, tuple[int, int]]:
+        """Each group of residual directions (scalars included) as (first direction, width)."""
+        return self.residual.spans()
+
+    @property
+    def d_model(self) -> int:
+        return self.residual.width
+
+    @property
+    def d_head(self) -> int:
+        return self.head.d_k
 
     def params(self) -> dict:
         return self.task.params()
 
     def basis(self) -> Basis:
-        labels = [""] * self.d_model
-        for name, (start, width) in self.groups.items():
-            if name in SCALARS or name.startswith("type:"):
-                labels[start] = name
-            else:
-                for k in range(width):
-                    labels[start + k] = f"{name}[{k}]"
-        return Basis(tuple(labels))
+        return self.residual.basis()
 
     def layers(self) -> tuple[Layer, ...]:
         """The dense IR layers (small sizes)."""
@@ -141,9 +171,6 @@ class Description:
                                   b_O=dense["b_O"], causal=True)
             out.append(Layer(attention, MLP(*(dense[name] for name in MLP_ARRAYS))))
         return tuple(out)
-
-
-SCALARS = ("one",)
 
 
 def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str, int], ...] = ()) -> Description:
@@ -158,26 +185,11 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
     V = task.value_vocab
     b_V = max(1, code_width(V))
     b_w = [code_width(n_l) for n_l in task.n]  # b_w[l-1] = code width of w_l
-    b_w_max = max(b_w, default=0)
 
-    groups: dict[str, tuple[int, int]] = {}
-
-    def group(name: str, width: int) -> int:
-        start = sum(w for _, w in groups.values())
-        groups[name] = (start, width)
-        return start
-
-    one = group("one", 1)
-    type_dir = {l: group(f"type:z{l}", 1) for l in range(L + 1)}
-    idx_w = group("idx_w", b_w_max)
-    idx_v = group("idx_v", b_V)
-    val = group("val", b_V)
-    w_dir = {l: group(f"w{l}", b_w[l - 1]) for l in range(1, L)}
-    fetch = group("fetch", b_V)
-    slot = {l: group(f"R{l}", b_V) for l in range(L + 1)}
-    for name, width in extra:
-        group(name, width)
-    d_model = sum(w for _, w in groups.values())
+    # The residual directions of the module docstring, in this order (the basis the network files store).
+    residual = Space.of("one", *(f"type:z{l}" for l in range(L + 1)), ("idx_w", max(b_w, default=0)),
+                        ("idx_v", b_V), ("val", b_V), *((f"w{l}", b_w[l - 1]) for l in range(1, L)),
+                        ("fetch", b_V), *((f"R{l}", b_V) for l in range(L + 1)), *extra)
 
     # -- embedding rules ----------------------------------------------------------------------------------
     # z_1 is addressed by i_0 alone; z_l (l >= 2) by (w_{l-1}, i_{l-1}) = (a div N_{l-2}, a mod N_{l-2}).
@@ -194,36 +206,34 @@ def describe(L: int, m: int, n=(), layout: str = "paper", extra: tuple[tuple[str
                                             for l in range(1, L) if b_w[l - 1])))
 
     # -- attention: one head per layer -------------------------------------------------------------------
-    # Head dimensions: 0 = block indicator, 1..b_w_max = address high part, then b_V = address low part.
-    # Values use head dimensions 0..b_V-1 for the value code.
-    d_head = 1 + b_w_max + b_V
-    head_type, head_w, head_v = 0, 1, 1 + b_w_max
+    # Scores live on the block indicator and the two parts of the address; values carry a token's code.
+    head = Head(qk=Space.of("block", ("address_high", residual["idx_w"].width), ("address_low", b_V)),
+                ov=Space.of(("value", b_V)))
     beta = attention_scale(task.prompt_length)
-    # C: the block indicator's weight. The query's address part has ±beta entries on b = b_{l-1} + b_V head
-    # dimensions; a key outside block l carries at most ±1 on those dimensions and 0 indicator, so it scores at
-    # most beta * b, while the target scores C + beta * b. C = 2 beta gives those keys the 2 beta gap. Inside
-    # block l the indicator cancels and a wrong address differs in at least one code bit: 2 beta lower.
-    C = 2 * beta
+    C = block_weight(beta)
 
     weights = []
     for l in range(L + 1):
-        W_Q = [(one, head_type, 1, float(C))]  # [d_model, d_head]
-        W_K = [(type_dir[l], head_type, 1, 1.0)]
+        # Layer l fetches the entry of table z_l at address (w_{l-1}, i_{l-1}): the last position scores key j
+        #   C type:z{l}(j)  +  beta <R{l-1}, idx_v(j)>  +  beta <w{l-1}, idx_w(j)>,
+        # so the target scores C + beta (b_{l-1} + b_V) and every other key at least CODE_GAP beta less
+        # (`block_weight`, `attention_scale`). Layer 0 reads the seed by its indicator alone.
+        scores = [Score(residual["one"], residual[f"type:z{l}"], head.qk["block"], C)]
         if l >= 1:
-            W_Q.append((slot[l - 1], head_v, b_V, float(beta)))
-            W_K.append((idx_v, head_v, b_V, 1.0))
+            scores.append(Score(residual[f"R{l - 1}"], residual["idx_v"], head.qk["address_low"], beta))
         if l >= 2 and b_w[l - 2]:
-            W_Q.append((w_dir[l - 1], head_w, b_w[l - 2], float(beta)))
-            W_K.append((idx_w, head_w, b_w[l - 2], 1.0))
-        arrays = {"W_Q": Sparse((d_model, d_head), tuple(W_Q)), "W_K": Sparse((d_model, d_head), tuple(W_K)),
-                  "W_V": Sparse((d_model, d_head), ((val, 0, b_V, 1.0),)),
-                  "W_O": Sparse((d_head, d_model), ((0, fetch, b_V, 1.0),)),  # [d_head, d_model]
-                  **{name: Sparse((d_head,), ()) for name in ("b_Q", "b_K", "b_V")}, "b_O": Sparse((d_model,), ())}
-        arrays.update(_sign_mlp(d_model, fetch, slot[l], b_V))
+            high = b_w[l - 2]  # table z_l's address high part is w_{l-1}, the first b_{l-1} of idx_w
+            scores.append(Score(residual[f"w{l - 1}"], residual["idx_w"].prefix(high),
+                                head.qk["address_high"].prefix(high), beta))
+        runs = head.runs(residual, scores, [Route(residual["val"], head.ov["value"], residual["fetch"])])
+        arrays = {name: Sparse(shape, runs[name]) for name, shape in head.shapes(residual.width).items()}
+        arrays.update({name: Sparse((head.d_k,), ()) for name in ("b_Q", "b_K", "b_V")})
+        arrays["b_O"] = Sparse((residual.width,), ())
+        arrays.update(_sign_mlp(residual.width, residual["fetch"], residual[f"R{l}"]))
         weights.append(arrays)
 
-    # -- readout: logit_v = <code(v), R_L> = b_V - 2 hamming(v, i_L); the answer wins by 2 ------------------
-    return Description(task, groups, d_model, d_head, tuple(weights), beta, C, tuple(positions), tokens, f"R{L}")
+    # -- readout: logit_v = <code(v), R_L> = b_V - 2 hamming(v, i_L); the answer wins by CODE_GAP --------------
+    return Description(task, residual, head, tuple(weights), beta, C, tuple(positions), tokens, f"R{L}")
 
 
 def memory_bytes(L: int, m: int, n=(), layout: str = "paper") -> int:
@@ -235,7 +245,7 @@ def memory_bytes(L: int, m: int, n=(), layout: str = "paper") -> int:
     layers = sum(8 * int(np.prod(array.shape)) for arrays in description.weights for array in arrays.values())
     tables = table_dtype(description).itemsize * (task.vocab_size + task.prompt_length + task.value_vocab)
     indices = 8 * 3 * max(task.prompt_length, task.vocab_size)  # rows, low and high parts of the addresses
-    widest = max(width for _, width in description.groups.values())
+    widest = max(group.width for group in description.residual.groups)
     codes = CODE_ROWS * 8 * (4 + widest)  # one block of values, their shifts and bytes, and its codes
     return tables * description.d_model + layers + indices + codes
 
@@ -248,7 +258,8 @@ def build(L: int, m: int, n=(), layout: str = "paper") -> Network:
         params=description.task.params(),
         construction=NAME,
         claimed_format="fp64",
-        notes={"beta": description.beta, "C": description.C, "fetch_threshold": 0.5, "off_target_mass_bound": 0.25},
+        notes={"beta": description.beta, "C": description.C, "fetch_threshold": float(FETCH_THRESHOLD),
+               "off_target_mass_bound": float(OFF_TARGET_MASS_BOUND)},
     )
     W_E, W_pos, W_U = materialise(description)
     return Network(Embedding(W_E, W_pos), description.layers(), Readout(W_U, zero_bias(description), read="last"),
@@ -277,20 +288,20 @@ def zero_bias(description: Description) -> np.ndarray:
 def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """W_E [d_vocab, d_model], W_pos [n_ctx, d_model] and W_U [d_model, V] from the description's rules, each
     written once into a table of `table_dtype` and sealed, so that the IR keeps it without a copy."""
-    task, groups = description.task, description.groups
-    d_model = description.d_model
+    task, residual = description.task, description.residual
+    d_model = residual.width
     sizes = task.domain_sizes
     V = task.value_vocab
     dtype = table_dtype(description)
 
-    def write(table: np.ndarray, rows: slice, rule: CodeRule, codes_of) -> None:
-        start, _ = groups[rule.group]
+    def apply(table: np.ndarray, rows: slice, rule: CodeRule, codes_of) -> None:
+        group = residual[rule.group]
         if rule.source == "constant":
-            table[rows, start] = rule.constant
+            table[rows, group.start] = rule.constant
         elif rule.source == "address_onehot":
-            table[np.arange(rows.start, rows.stop), start + codes_of(rule)] = 1
+            table[np.arange(rows.start, rows.stop), group.indices[codes_of(rule)]] = 1
         else:
-            write_codes(table, rows.start, start, codes_of(rule), rule.width)
+            write_codes(table, rows.start, group.prefix(rule.width), codes_of(rule))
 
     W_pos = np.zeros((task.prompt_length, d_model), dtype)  # [n_ctx, d_model]
     for position_class in description.positions:
@@ -300,7 +311,7 @@ def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.nd
         low = address if l <= 1 else address % sizes[max(l - 2, 0)]
         high = address // sizes[l - 2] if l >= 2 else np.zeros_like(address)
         for rule in position_class.rules:
-            write(W_pos, slice(seg.start, seg.stop), rule, lambda r: high if r.source == "address_high" else low)
+            apply(W_pos, slice(seg.start, seg.stop), rule, lambda r: high if r.source == "address_high" else low)
 
     W_E = np.zeros((task.vocab_size, d_model), dtype)  # [d_vocab, d_model]
     query_digits = task.decode_query(np.arange(task.query_count))
@@ -308,42 +319,42 @@ def materialise(description: Description) -> tuple[np.ndarray, np.ndarray, np.nd
     for token_class in description.tokens:
         ids = token_ids[token_class.name]
         for rule in token_class.rules:
-            write(W_E, slice(ids[0], ids[-1] + 1), rule,
+            apply(W_E, slice(ids[0], ids[-1] + 1), rule,
                   lambda r: ids if r.source == "value" else query_digits[r.digit - 1])
 
     W_U = np.zeros((d_model, V), dtype)  # [d_model, d_vocab_out]
-    start, width = groups[description.readout_group]
-    write_codes(W_U.T, 0, start, np.arange(V), width)
+    write_codes(W_U.T, 0, residual[description.readout_group], np.arange(V))
     return seal(W_E), seal(W_pos), seal(W_U)
 
 
-def write_codes(table: np.ndarray, first_row: int, column: int, values: np.ndarray, width: int) -> None:
-    """Row first_row + i of `table` gets the ±1 code of values[i] in columns column .. column + width - 1,
-    CODE_ROWS rows at a time."""
+def write_codes(table: np.ndarray, first_row: int, columns: Group, values: np.ndarray) -> None:
+    """Row first_row + i of `table` gets the ±1 code of values[i] in the directions `columns`, CODE_ROWS rows at
+    a time."""
+    span = slice(columns.start, columns.start + columns.width)
     for offset in range(0, len(values), CODE_ROWS):
         chunk = values[offset:offset + CODE_ROWS]
         row = first_row + offset
-        table[row:row + len(chunk), column:column + width] = pm1_codes(chunk, width, table.dtype)
+        table[row:row + len(chunk), span] = pm1_codes(chunk, columns.width, table.dtype)
 
 
-def _sign_mlp(d_model: int, fetch: int, target: int, width: int) -> dict[str, Sparse]:
-    """Write sign(fetch) as exact ±1 into `target` and clear `fetch`, for |fetch| in [1/2, 1] (groups of `width`).
+def _sign_mlp(d_model: int, fetch: Group, target: Group) -> dict[str, Sparse]:
+    """Write sign(fetch) as exact ±1 into `target` and clear `fetch`, for FETCH_THRESHOLD <= |fetch| <= 1.
 
-    Four ReLUs per bit on F = fetch[k]:  A = relu(2F), B = relu(2F - 1), C = relu(-2F), D = relu(-2F - 1), in four
-    blocks of `width` units (A for every bit, then B, C, D; each output sums its units in that order).
-    For F in [1/2, 1]: A = 2F, B = 2F - 1, C = D = 0, so A - B - C + D = 1; symmetrically -1 for F in [-1, -1/2].
-    Rounding cannot spoil this: 2F is exact (a power-of-two scale), 2F - 1 is exact by Sterbenz's lemma
-    (1 <= 2F <= 2), and (2F) - (2F - 1) = 1 is representable, so the slot receives exactly ±1 in every float
-    format, and in every fixed format that holds 2. The fetch is cleared by -A/2 + C/2 = -F, also exact.
+    Four ReLUs per bit on F = fetch[k], with G = SIGN_GAIN (= 2): A = relu(G F), B = relu(G F - 1), C = relu(-G F),
+    D = relu(-G F - 1), in four blocks (A for every bit, then B, C, D; each output sums its units in that order).
+    For F in [1/G, 1]: A = G F, B = G F - 1, C = D = 0, so A - B - C + D = 1; symmetrically -1 for F in [-1, -1/G].
+    Rounding cannot spoil this: G F is exact (a power-of-two scale), G F - 1 is exact by Sterbenz's lemma
+    (1 <= G F <= 2), and (G F) - (G F - 1) = 1 is representable, so the slot receives exactly ±1 in every float
+    format, and in every fixed format that holds 2. The fetch is cleared by -A/G + C/G = -F, also exact.
     """
-    A, B, C, D = (block * width for block in range(4))
-    d_mlp = 4 * width
+    hidden = Space.of(*((unit, fetch.width) for unit in "ABCD"))
+    A, B, C, D = (hidden[unit] for unit in "ABCD")
     return {
-        "W_in": Sparse((d_model, d_mlp), ((fetch, A, width, 2.0), (fetch, B, width, 2.0), (fetch, C, width, -2.0),
-                                          (fetch, D, width, -2.0))),  # [d_model, d_mlp]
-        "b_in": Sparse((d_mlp,), ((B, width, -1.0), (D, width, -1.0))),
-        "W_out": Sparse((d_mlp, d_model), ((A, target, width, 1.0), (B, target, width, -1.0),
-                                           (C, target, width, -1.0), (D, target, width, 1.0),
-                                           (A, fetch, width, -0.5), (C, fetch, width, 0.5))),  # [d_mlp, d_model]
+        "W_in": Sparse((d_model, hidden.width), (run(fetch, A, SIGN_GAIN), run(fetch, B, SIGN_GAIN),
+                                                 run(fetch, C, -SIGN_GAIN), run(fetch, D, -SIGN_GAIN))),
+        "b_in": Sparse((hidden.width,), (fill(B, -1.0), fill(D, -1.0))),
+        "W_out": Sparse((hidden.width, d_model), (run(A, target, 1.0), run(B, target, -1.0), run(C, target, -1.0),
+                                                  run(D, target, 1.0), run(A, fetch, -1 / SIGN_GAIN),
+                                                  run(C, fetch, 1 / SIGN_GAIN))),
         "b_out": Sparse((d_model,), ()),
     }

@@ -27,6 +27,9 @@ Extra residual directions (after the composition construction's, see its module 
 
     sel0[a]   small-table only: 1 at the read position when z_0 = a, else 0 (written by layer 0's MLP)
     tab1[a]   small-table only: 1 on the position of table entry z_1(a), else 0 (position table)
+
+Head directions of the linear layers: the seed copy's key and query meet in `seed`, the lookup's in `entry[a]`;
+both move a code in `code[k]`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ import dataclasses
 import numpy as np
 
 from constructions.composition import CodeRule, Description, describe, materialise
-from constructions.residual import pm1_codes
+from constructions.composition import memory_bytes as composition_memory_bytes
+from constructions.residual import Head, Route, Score, Space, pm1_codes, run, write
 from witness.ir import MLP, Embedding, Layer, Meta, Network, Readout
 from witness.mixers import LinearAttention
 
@@ -44,48 +48,40 @@ NAME = "composition_hybrid"
 SMALL_TABLE = "composition_hybrid_small_table"
 
 
-def _linear(W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, W_O: np.ndarray) -> LinearAttention:
-    """Linear attention with the identity feature map, no normaliser and zero biases."""
-    H, d_model, d_k = W_Q.shape
-    d_v = W_V.shape[2]
-    return LinearAttention(W_Q, W_K, W_V, W_O, np.zeros((H, d_k)), np.zeros((H, d_k)), np.zeros((H, d_v)),
-                           np.zeros(d_model))
+def _small_table_directions(m: int) -> tuple[tuple[str, int], ...]:
+    """The residual directions the small-table network adds to the composition's: sel0 and tab1."""
+    return ("sel0", m), ("tab1", m)
 
 
-def _span(description: Description, name: str) -> np.ndarray:
-    start, width = description.groups[name]
-    return np.arange(start, start + width)
+def _linear(residual: Space, head: Head, score: Score, route: Route) -> LinearAttention:
+    """Linear attention with the identity feature map, no normaliser and zero biases, scoring `score` and moving
+    `route` (H = 1, d_k and d_v the head's own widths)."""
+    arrays = head.dense(residual, [score], [route])
+    return LinearAttention(**arrays, b_Q=np.zeros((1, head.d_k)), b_K=np.zeros((1, head.d_k)),
+                           b_V=np.zeros((1, head.d_v)), b_O=np.zeros(residual.width))
 
 
 def _copy_seed(description: Description, target: str) -> LinearAttention:
     """Linear attention that writes the ±1 code of z_0 into group `target` at the read position.
 
-    One key dimension (d_k = 1) carries the seed's type indicator as the key and the constant 1 as the query;
+    One key direction (d_k = 1) carries the seed's type indicator as the key and the constant 1 as the query;
     the value (d_v = b_V) is the token's code. At the last position S = sum_j k_j v_j^T with k_j = type:z0(j),
     which is 1 at the seed position and 0 elsewhere: S = code(z_0)^T (1 x b_V), and o = S^T 1 = code(z_0),
     exactly (see the module docstring). Causality costs nothing: the seed comes before the read position in the
     `paper` layout. State: 1 * b_V + 1 numbers.
     """
-    d_model = description.d_model
-    val = _span(description, "val")
-    b_V = len(val)
-    W_Q = np.zeros((1, d_model, 1))  # [H, d_model, d_k]
-    W_K = np.zeros((1, d_model, 1))
-    W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
-    W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
-    W_Q[0, description.groups["one"][0], 0] = 1.0
-    W_K[0, description.groups["type:z0"][0], 0] = 1.0
-    W_V[0, val, np.arange(b_V)] = 1.0
-    W_O[0, np.arange(b_V), _span(description, target)] = 1.0
-    return _linear(W_Q, W_K, W_V, W_O)
+    residual = description.residual
+    head = Head(qk=Space.of("seed"), ov=Space.of(("code", residual["val"].width)), shared=False)
+    return _linear(residual, head, Score(residual["one"], residual["type:z0"], head.qk["seed"], 1.0),
+                   Route(residual["val"], head.ov["code"], residual[target]))
 
 
 def _hybrid_layers(description: Description) -> tuple[Layer, ...]:
     """The composition's layers with layer 0 (the seed fetch) done by linear attention.
 
     The copy writes into `fetch` and keeps the composition's layer-0 MLP, which turns the fetched vector into
-    exact ±1 in R0 for |fetch| in [1/2, 1]; the copy is exactly ±1, so it applies (and clears `fetch` for the
-    full layers, whose attention writes it again)."""
+    exact ±1 in R0 for FETCH_THRESHOLD <= |fetch| <= 1; the copy is exactly ±1, so it applies (and clears `fetch`
+    for the full layers, whose attention writes it again)."""
     layers = description.layers()
     return (Layer(_copy_seed(description, "fetch"), layers[0].mlp),) + layers[1:]
 
@@ -95,42 +91,34 @@ def _selector_mlp(description: Description, m: int) -> MLP:
 
     <code(a), code(z_0)> = b_V - 2 hamming(a, z_0), so the pre-activation is 1 on the match and at most -1
     elsewhere. Every term is an integer of magnitude <= b_V, exact in any format that holds b_V."""
-    d_model = description.d_model
-    slot = _span(description, "R0")
-    b_V = len(slot)
-    W_in = np.zeros((d_model, m))  # [d_model, d_mlp]
-    W_in[slot, :] = pm1_codes(np.arange(m), b_V).T
-    W_out = np.zeros((m, d_model))  # [d_mlp, d_model]
-    W_out[np.arange(m), _span(description, "sel0")] = 1.0
-    return MLP(W_in, np.full(m, -(b_V - 1.0)), W_out, np.zeros(d_model))
+    residual = description.residual
+    slot = residual["R0"]
+    hidden = Space.of(("match", m))  # match[a]: R0 holds code(a)
+    W_in = np.zeros((residual.width, hidden.width))  # [d_model, d_mlp]
+    W_in[np.ix_(slot.indices, hidden["match"].indices)] = pm1_codes(np.arange(m), slot.width).T
+    b_in = np.full(hidden.width, -(slot.width - 1.0))
+    W_out = write(np.zeros((hidden.width, residual.width)), [run(hidden["match"], residual["sel0"], 1.0)])
+    return MLP(W_in, b_in, W_out, np.zeros(residual.width))
 
 
 def _table_lookup(description: Description, m: int) -> LinearAttention:
     """Linear attention whose state holds the whole table z_1 and whose query selects row z_0 of it.
 
-    Keys: head dimension a is tab1[a], 1 on the position of table entry a only; values: the token's code. At the
-    read position S = sum_a e_a code(z_1(a))^T (one nonzero term per row) and the query is sel0 = e_{z_0}, so
-    o = S^T e_{z_0} = code(z_1(z_0)) = code(i_1), exactly; it is written straight into R1, the slot the
+    Keys: head direction entry[a] is tab1[a], 1 on the position of table entry a only; values: the token's code.
+    At the read position S = sum_a e_a code(z_1(a))^T (one nonzero term per row) and the query is sel0 = e_{z_0},
+    so o = S^T e_{z_0} = code(z_1(z_0)) = code(i_1), exactly; it is written straight into R1, the slot the
     composition's layer 2 reads. The state is d_k x d_v = m x b_V (plus the d_k normaliser the budget counts):
     it grows with m."""
-    d_model = description.d_model
-    val = _span(description, "val")
-    b_V = len(val)
-    W_Q = np.zeros((1, d_model, m))  # [H, d_model, d_k]
-    W_K = np.zeros((1, d_model, m))
-    W_V = np.zeros((1, d_model, b_V))  # [H, d_model, d_v]
-    W_O = np.zeros((1, b_V, d_model))  # [H, d_v, d_model]
-    W_Q[0, _span(description, "sel0"), np.arange(m)] = 1.0
-    W_K[0, _span(description, "tab1"), np.arange(m)] = 1.0
-    W_V[0, val, np.arange(b_V)] = 1.0
-    W_O[0, np.arange(b_V), _span(description, "R1")] = 1.0
-    return _linear(W_Q, W_K, W_V, W_O)
+    residual = description.residual
+    head = Head(qk=Space.of(("entry", m)), ov=Space.of(("code", residual["val"].width)), shared=False)
+    return _linear(residual, head, Score(residual["sel0"], residual["tab1"], head.qk["entry"], 1.0),
+                   Route(residual["val"], head.ov["code"], residual["R1"]))
 
 
 def _small_table(L: int, m: int, n) -> tuple[Description, tuple[Layer, ...]]:
     """Layers 0 and 1 linear (copy z_0 into R0 and compute sel0; look up z_1(z_0) into R1), then the composition's
     full-attention layers 2..L."""
-    description = describe(L, m, tuple(n), extra=(("sel0", m), ("tab1", m)))
+    description = describe(L, m, tuple(n), extra=_small_table_directions(m))
     positions = tuple(dataclasses.replace(c, rules=c.rules + (CodeRule("tab1", "address_onehot", m),))
                       if c.name == "z1" else c for c in description.positions)
     description = dataclasses.replace(description, positions=positions)
@@ -157,10 +145,8 @@ def build(L: int, m: int, n=()) -> Network:
 
 def _memory_bytes(L: int, m: int, n=()) -> int:
     """The composition network's tables plus the small-table layers' m-wide arrays (an upper bound for both)."""
-    from constructions.composition import memory_bytes
-
-    d_model = describe(L, m, tuple(n), extra=(("sel0", m), ("tab1", m))).d_model
-    return memory_bytes(L, m, n) + 2 * 8 * 4 * d_model * m
+    d_model = describe(L, m, tuple(n), extra=_small_table_directions(m)).d_model
+    return composition_memory_bytes(L, m, n) + 2 * 8 * 4 * d_model * m
 
 
 build.memory_bytes = _memory_bytes

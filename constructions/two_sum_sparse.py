@@ -17,8 +17,8 @@ docstring holds the readout argument, cases (a)-(c)).
 
   1. Scores. q_i . k_j is lambda for a match (x_j = a_i) and 0 otherwise: every match scores the top, every
      non-match lambda below it. two_sum's argument needs the mass off the matches to be at most
-     eps = 1 / (8 (b_n + 1)(b_M + 1)), which holds when (n - 1) e^(-lambda) <= eps: lambda = 2 x two_sum's
-     `attention_scale` (its gap is 2 lambda, ours lambda).
+     eps = 1 / (8 (b_n + 1)(b_M + 1)), which holds when (n - 1) e^(-lambda) <= eps: lambda = CODE_GAP x two_sum's
+     `attention_scale` (its ±1 codes put non-matches CODE_GAP lambda lower, our one-hots lambda).
   2. Block choice. Block b's summary coordinate a_i is (number of keys of value a_i in b) / len(b): 0 when b
      holds no partner, at least 1/B when it holds one, so query i's block score lambda c_b[a_i] is positive
      exactly for the blocks holding a partner. With k >= 1, whenever a block other than i's own holds a partner
@@ -41,10 +41,11 @@ import math
 import numpy as np
 
 from constructions import two_sum
-from constructions.residual import code_width, table_bytes
+from constructions.residual import CODE_GAP, Head, Score, Space, code_width, table_bytes
 from witness.errors import ParameterError
-from witness.ir import MLP, Basis, Embedding, Layer, Meta, Network, Readout
+from witness.ir import Embedding, Layer, Meta, Network
 from witness.mixers import BlockSparseAttention
+from witness.tasks import TwoSum
 from witness.tasks.base import check_int
 
 NAME = "two_sum_sparse"
@@ -64,10 +65,16 @@ def natural(n: int, M: int, t: int, block: int, k: int, causal: bool = False) ->
     return Network(full.embedding, (Layer(sparse, full.layers[0].mlp),), full.readout, full.basis, meta)
 
 
+def residual_space(task: TwoSum) -> Space:
+    """two_sum's directions, at their own indices, then the one-hot val1h[u] = [x_i = u]."""
+    return two_sum.residual_space(task).extend(("val1h", task.M))
+
+
 def memory_bytes(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> int:
     """two_sum's tables M directions wider, and the M x M query and key maps."""
-    d_model = 3 * code_width(M) + 2 * code_width(n) + 1 + M
-    return two_sum.memory_bytes(n, M, t, causal) + table_bytes(M + n + 2 + 2 * M, d_model)
+    task = two_sum.supported_task(n, M, t, causal)
+    return two_sum.memory_bytes(n, M, t, causal) + table_bytes(task.M + task.n + 2 + 2 * task.M,
+                                                               residual_space(task).width)
 
 
 def build(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> Network:
@@ -76,48 +83,26 @@ def build(n: int, M: int, t: int, block: int, k: int, causal: bool = False) -> N
     block, k = check_int("block", block, 1), check_int("k", k, 1)
     if check_int("M", M, 2) > MAX_VALUES:
         raise ParameterError(f"two_sum_sparse has one residual direction per value: M <= {MAX_VALUES}, got {M}")
-    full = two_sum.build(n, M, t, causal)
-    task = full.task
-    old = full.d_model
-    d_model = old + task.M
-    val1h = old + np.arange(task.M)  # the new one-hot directions, after two_sum's
-    values = np.arange(task.M)
-    b_M, b_n = code_width(task.M), code_width(task.n)
+    task = two_sum.supported_task(n, M, t, causal)
+    residual = residual_space(task)
+    val1h = residual["val1h"]
+    W_E, W_pos = two_sum.embedding_tables(task, residual)
+    W_E[np.arange(task.M), val1h.indices] = 1.0
 
-    def widen(array: np.ndarray, rows: int | None = None, columns: int | None = None) -> np.ndarray:
-        """`array` zero-padded to `rows` rows and/or `columns` columns (two_sum's directions keep their index)."""
-        pad = [(0, 0)] * array.ndim
-        if rows is not None:
-            pad[-2] = (0, rows - array.shape[-2])
-        if columns is not None:
-            pad[-1] = (0, columns - array.shape[-1])
-        return np.pad(array, pad)
-
-    W_E = widen(full.embedding.W_E, columns=d_model)  # [d_vocab, d_model]
-    W_E[values, val1h] = 1.0
-    W_pos = widen(full.embedding.W_pos, columns=d_model)  # [n_ctx, d_model]
-
-    old_attention, mlp = full.layers[0].mixer, full.layers[0].mlp
-    d_head = max(task.M, old_attention.d_head)
-    # Step 1: scores lambda on matches, 0 elsewhere; lambda = 2 x two_sum's scale keeps the off-match mass <= eps.
-    lam = 2 * two_sum.attention_scale(task.n, b_n, b_M)
-    W_Q = np.zeros((1, d_model, d_head))  # [H, d_model, d_head]
-    W_K = np.zeros((1, d_model, d_head))
-    W_Q[0, val1h, (task.t - values) % task.M] = lam
-    # Step 2: k_j = e_{x_j}, so a block's mean key counts its values and a block score is positive iff the block
-    # holds a partner.
-    W_K[0, val1h, values] = 1.0
-    W_V = widen(widen(old_attention.W_V, rows=d_model), columns=d_head)  # two_sum's values (step 3)
-    W_O = widen(widen(old_attention.W_O, rows=d_head), columns=d_model)
-    attention = BlockSparseAttention.zeros_bias(W_Q, W_K, W_V, W_O, causal=task.causal, block=block, k=k)
-    mlp = MLP(widen(mlp.W_in, rows=d_model), mlp.b_in, widen(mlp.W_out, columns=d_model), widen(mlp.b_out[None],
-              columns=d_model)[0])
-    readout = Readout(widen(full.readout.W_U, rows=d_model), full.readout.b_U, read=full.readout.read)
-    basis = Basis(full.basis.labels + tuple(f"val1h[{u}]" for u in values))
-    meta = Meta(task=task.name, params=task.params(), construction=NAME, claimed_format=full.meta.claimed_format,
-                notes={**full.meta.notes, "lambda": lam, "block": block, "k": k,
+    head = Head(qk=Space.of(("value", task.M)), ov=two_sum.value_space(task))
+    # Step 1: q_i = lambda e_{a_i} and k_j = e_{x_j} score lambda on matches, 0 elsewhere; lambda = CODE_GAP x
+    # two_sum's scale keeps the off-match mass <= eps. Step 2: k_j is one-hot, so a block's mean key counts its
+    # values and a block score is positive iff the block holds a partner. Head direction value[u] pairs the key
+    # direction val1h[u] with the query direction of its partner, val1h[(t - u) mod M].
+    lam = CODE_GAP * two_sum.attention_scale(task.n, code_width(task.n), code_width(task.M))
+    scores = [Score(val1h.at((task.t - u) % task.M), val1h.at(u), head.qk["value"].at(u), lam) for u in range(task.M)]
+    arrays = head.dense(residual, scores, two_sum.value_routes(residual, head))  # two_sum's values (step 3)
+    attention = BlockSparseAttention.zeros_bias(**arrays, causal=task.causal, block=block, k=k)
+    meta = Meta(task=task.name, params=task.params(), construction=NAME, claimed_format="fp64",
+                notes={**two_sum.notes(task), "lambda": lam, "block": block, "k": k,
                        "B_log2_n": block * math.log2(task.n)})
-    return Network(Embedding(W_E, W_pos), (Layer(attention, mlp),), readout, basis, meta)
+    return Network(Embedding(W_E, W_pos), (Layer(attention, two_sum.verdict_mlp(task, residual)),),
+                   two_sum.verdict_readout(residual), residual.basis(), meta)
 
 
 build.memory_bytes = memory_bytes

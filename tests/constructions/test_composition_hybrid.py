@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import witness
+import witness.execute
 from tests.oracles.reference_tasks import all_composition_inputs, composition_answer_from_tokens
 from verify import check
 from verify import checker
