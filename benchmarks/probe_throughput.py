@@ -18,7 +18,8 @@ import platform
 
 import numpy as np
 
-from verify.search import pairs, probes
+from verify import check
+from verify.search import pairs
 from lab import architectures
 from witness.arith import arithmetic, parse_format
 from witness.execute import run
@@ -43,14 +44,14 @@ def main() -> None:
         base = count / best_time(lambda: run(network, tokens, arith), 3)[0]
         print(f"{semantics:>9} {'executor run':>15} {base:>10.1f} {1.0:>11.2f}")
         timed = {
-            "sampled": (count, lambda: probes.sampled(network, arith, count, seed=0)),
-            "hypothesis": (None, lambda: probes.hypothesis(network, arith, max_examples=20, seed=0)),
+            "sampled": (count, lambda: check.sampled(network, count, 0, arith, stop_at_overflow=False, max_failures=5)),
+            "hypothesis": (None, lambda: check.hypothesis_search(network, arith, 20, 0, max_failures=1)),
             "boundary pairs": (None, lambda: pairs.boundary_pairs(network, arith, suffixes=1, prefixes=count,
                                                                   seed=0, max_pairs=10**6)),
         }
         for name, (inputs, action) in timed.items():
             if inputs is None:  # the probe decides how many inputs it runs: ask it
-                inputs = (action()[1] if name == "boundary pairs" else action().searched)["inputs"]
+                inputs = action()[1]["inputs"] if name == "boundary pairs" else action().checked
             rate = inputs / best_time(action, 3)[0]
             print(f"{semantics:>9} {name:>15} {rate:>10.1f} {rate / base:>11.2f}")
 

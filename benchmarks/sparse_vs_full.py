@@ -9,7 +9,7 @@ keep (so a fixed format can overflow on them exactly as the MPFR reference does)
 here, it adds the block summaries, their scores and the top-k choice. Also printed: how many inputs each network
 answers entirely right.
 
-Part 2: `verify.search.sparse.collision_pairs` on the natural sparse network and on a seeded random one below the
+Part 2: `verify.search.collisions.collision_pairs` on the natural sparse network and on a seeded random one below the
 B·log2 n line (H 1, d_head 1, d_model 1): block contents run per second (their summaries read and bucketed),
 colliding pairs of contents, input pairs with different answers screened, confirmed pairs per second.
 """
@@ -23,7 +23,7 @@ from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 import witness
 from constructions import two_sum_sparse
-from verify.search import sparse
+from verify.search import collisions, sparse
 from witness.arith import arithmetic
 from witness.execute import run
 from witness.tasks import TwoSum
@@ -66,7 +66,7 @@ def main() -> None:
         random = sparse.sparse_architecture(task, args.block, args.k, H=1, d_head=1, d_model=1).initial_network(task, 0)
         for name, network in (("natural", two_sum_sparse.natural(n, n, 0, args.block, args.k)),
                               ("random, H 1, d 1", random)):
-            _, record = sparse.collision_pairs(network, arith, attempts=args.attempts, seed=0,
+            _, record = collisions.collision_pairs(network, arith, attempts=args.attempts, seed=0,
                                                max_pairs=args.max_pairs)
             print(f"{n:>6} {name:>17} {record['candidates']:>9} {record['candidates_per_second']:>11.0f} "
                   f"{record['colliding']:>10} {record['tried']:>6} {record['confirmed']:>10} "

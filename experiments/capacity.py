@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.rows import Row
 from lab.architectures import full_architecture, hybrid_architecture
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
@@ -107,7 +108,28 @@ class CapacitySpec:
         return found
 
 
-def point_job(job: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class CapacityPoint(Row):
+    """One trained (size, architecture, seed) of a curve, measured at the curve's format and in float64; a curve's
+    `rows` hold these as JSON (`to_json`), as capacity.json and the hierarchy's trained.json store them."""
+
+    size: int
+    architecture: str
+    seed: int
+    params: dict[str, Any]
+    layers: list[str]
+    accuracy: float
+    accuracy_fp64: float
+    hop_weight: float
+    eval_inputs: int
+    steps: int
+    final_loss: float
+    seconds: float
+    table_bits: float
+    budget: dict[str, Any]
+
+
+def point_job(job: dict[str, Any]) -> CapacityPoint:
     """Train one (size, architecture, seed) and measure it at the curve's format and in float64."""
     from lab import train  # torch: only where a job trains
 
@@ -120,13 +142,12 @@ def point_job(job: dict[str, Any]) -> dict[str, Any]:
     fmt = parse_format(spec.format)
     table = task.domain_sizes[-1]
     cost = budget(network, fmt.bits)
-    return {"size": job["size"], "architecture": job["architecture"], "seed": job["seed"],
-            "params": task.params(), "layers": [spec_.mixer for spec_ in architecture.layers],
-            "accuracy": train.accuracy(network, tokens, arithmetic(fmt, spec.semantics)),
-            "accuracy_fp64": report.accuracy, "hop_weight": report.hop_weight,
-            "eval_inputs": spec.eval_inputs, "steps": report.steps, "final_loss": report.final_loss,
-            "seconds": round(report.seconds, 2), "table_bits": table * math.log2(table),
-            "budget": cost.as_dict()}
+    return CapacityPoint(size=job["size"], architecture=job["architecture"], seed=job["seed"], params=task.params(),
+                         layers=[spec_.mixer for spec_ in architecture.layers],
+                         accuracy=train.accuracy(network, tokens, arithmetic(fmt, spec.semantics)),
+                         accuracy_fp64=report.accuracy, hop_weight=report.hop_weight, eval_inputs=spec.eval_inputs,
+                         steps=report.steps, final_loss=report.final_loss, seconds=round(report.seconds, 2),
+                         table_bits=table * math.log2(table), budget=cost.as_dict())
 
 
 #: What a stored row must reproduce, bit for bit, before a curve reuses the rows stored beside it (`reusable_rows`).
@@ -147,7 +168,7 @@ def capacity(spec: CapacitySpec, engine: Engine = Engine(), stored: tuple[dict[s
     points = list(itertools.product(spec.sizes, names, spec.seeds))
     jobs = [{"spec": plain_spec(spec), "size": size, "architecture": name, "seed": seed}
             for size, name, seed in points if size not in done]
-    trained = sweep(point_job, jobs, engine, progress="capacity points")
+    trained = [point.to_json() for point in sweep(point_job, jobs, engine, progress="capacity points")]
     order = {point: index for index, point in enumerate(points)}
     rows = sorted(kept + trained, key=lambda row: order[row["size"], row["architecture"], row["seed"]])
     return {"spec": plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
@@ -183,10 +204,10 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     return kept
 
 
-def replay_differences(replay: dict[str, Any], stored: dict[str, Any]) -> list[str]:
+def replay_differences(replay: CapacityPoint, stored: dict[str, Any]) -> list[str]:
     """The `REPLAYED` fields in which a retrained point differs from its stored row, each in words."""
-    return [f"{field} {replay[field]!r} (stored {stored[field]!r})" for field in REPLAYED
-            if replay[field] != stored[field]]
+    return [f"{field} {getattr(replay, field)!r} (stored {stored[field]!r})" for field in REPLAYED
+            if getattr(replay, field) != stored[field]]
 
 
 def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
@@ -352,5 +373,5 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["CapacitySpec", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "markdown",
-           "plot", "write", "point_job", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec",
+           "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]

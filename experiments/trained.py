@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from experiments.rows import Row
 from witness.errors import FileFormatError, ParameterError
+from witness.tasks import task_from_params
 
 STORE = "trained.json"
 #: The committed store the main job replays by default (written by `witness hierarchy --full`).
@@ -37,6 +40,28 @@ TRAINING_FIELDS = ("architecture_kind", "task", "params", "architecture_options"
 
 def training_key(job: dict[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
     return {field: job[field] for field in TRAINING_FIELDS if field not in without}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainedNetwork(Row):
+    """The store's entry for one trained network: its file (relative to the store), the job that trained it
+    (`training_key`), the training reports and the seconds training took."""
+
+    name: str
+    file: str
+    job: dict[str, Any]
+    training: list[dict[str, Any]]
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCheck(Row):
+    """One stored network or capacity point retrained here and compared with what is stored (`matched`)."""
+
+    what: str
+    file: str
+    matched: bool
+    detail: str
 
 
 def architecture(job: dict[str, Any]):
@@ -55,9 +80,7 @@ def architecture(job: dict[str, Any]):
 
 
 def task_of(job: dict[str, Any]):
-    from witness.tasks import Composition, TwoSum
-
-    return Composition(**job["params"]) if job["task"] == "composition" else TwoSum(**job["params"])
+    return task_from_params(job["task"], job["params"])
 
 
 def train_network(job: dict[str, Any]):
@@ -71,13 +94,13 @@ def train_network(job: dict[str, Any]):
     return network, list(weights.as_dict().get("training", ()))
 
 
-def train_job(job: dict[str, Any]) -> dict[str, Any]:
+def train_job(job: dict[str, Any]) -> TrainedNetwork:
     """Train one network and write it to DIR/networks/NAME.npz; the store's entry for it."""
     network, reports = train_network(job)
     path = f"networks/{job['name']}.npz"
     network.save(Path(job["out"]) / path)
-    return {"name": job["name"], "file": path, "job": training_key(job), "training": reports,
-            "seconds": round(sum(report["seconds"] for report in reports), 2)}
+    return TrainedNetwork(name=job["name"], file=path, job=training_key(job), training=reports,
+                          seconds=round(sum(report["seconds"] for report in reports), 2))
 
 
 def same_weights(a, b) -> list[str]:
@@ -88,18 +111,20 @@ def same_weights(a, b) -> list[str]:
             or not np.array_equal(left[name], right[name])]
 
 
-def replay_network_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Retrain one stored network from its seed and compare it, array by array, with the stored file."""
+def replay_network_job(job: dict[str, Any]) -> ReplayCheck:
+    """Retrain one stored network (`job["entry"]`, a TrainedNetwork) from its seed and compare it, array by array,
+    with the stored file."""
     from witness.io import load
 
-    network, _ = train_network({**job["entry"]["job"], "name": job["entry"]["name"]})
+    entry: TrainedNetwork = job["entry"]
+    network, _ = train_network({**entry.job, "name": entry.name})
     differ = same_weights(network, load(job["file"]))
-    return {"what": f"network {job['entry']['name']}", "file": job["file"], "matched": not differ,
-            "detail": "every array equal bit for bit" if not differ else
-            f"{len(differ)} arrays differ (first: {differ[0]})"}
+    return ReplayCheck(what=f"network {entry.name}", file=job["file"], matched=not differ,
+                       detail="every array equal bit for bit" if not differ else
+                       f"{len(differ)} arrays differ (first: {differ[0]})")
 
 
-def replay_capacity_job(job: dict[str, Any]) -> dict[str, Any]:
+def replay_capacity_job(job: dict[str, Any]) -> ReplayCheck:
     """Retrain one stored capacity point and compare its replayed fields with the stored row."""
     from experiments import capacity
 
@@ -107,17 +132,17 @@ def replay_capacity_job(job: dict[str, Any]) -> dict[str, Any]:
     point = capacity.point_job({"spec": job["spec"], "size": row["size"], "architecture": row["architecture"],
                                 "seed": row["seed"]})
     differ = capacity.replay_differences(point, row)
-    return {"what": f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
-            "file": job["file"], "matched": not differ,
-            "detail": f"{', '.join(capacity.REPLAYED)} equal" if not differ else "; ".join(differ)}
+    return ReplayCheck(what=f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
+                       file=job["file"], matched=not differ,
+                       detail=f"{', '.join(capacity.REPLAYED)} equal" if not differ else "; ".join(differ))
 
 
-def write(out: Path, networks: list[dict[str, Any]], capacity_curve: dict[str, Any] | None) -> None:
+def write(out: Path, networks: list[TrainedNetwork], capacity_curve: dict[str, Any] | None) -> None:
     """DIR/trained.json: the store a later run replays (the separations it replays lie in DIR/separation/)."""
     store = {"about": "Written by `witness hierarchy --full`: every trained network (the job that trained it, "
                       "its training reports, its file) and the capacity curve's rows. `witness hierarchy --stored "
-                      "DIR` replays them (verify/trained.py).",
-             "networks": {entry["name"]: entry for entry in networks}, "capacity": capacity_curve}
+                      "DIR` replays them (experiments/trained.py).",
+             "networks": {entry.name: entry.to_json() for entry in networks}, "capacity": capacity_curve}
     (out / STORE).write_text(json.dumps(store, indent=1), encoding="utf-8")
 
 
@@ -131,7 +156,7 @@ class Store:
             raise ParameterError(f"--stored {folder}: is a file, not a folder `witness hierarchy --full` wrote")
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-            self.networks: dict[str, dict[str, Any]] = dict(raw["networks"])
+            self.networks = {name: TrainedNetwork.from_json(entry) for name, entry in raw["networks"].items()}
             self.capacity: dict[str, Any] | None = raw.get("capacity")
         except FileNotFoundError:
             raise ParameterError(f"--stored {folder}: no {STORE} there (a folder `witness hierarchy --full` "
@@ -140,7 +165,7 @@ class Store:
             raise FileFormatError(f"{path}: not a store `witness hierarchy --full` wrote ({exc})") from None
 
     def path(self, name: str) -> Path:
-        return self.folder / self.networks[name]["file"]
+        return self.folder / self.networks[name].file
 
     def display(self, relative: str) -> str:
         """A path inside the store as a reader finds it: relative to the current folder where it lies below it."""
@@ -150,7 +175,7 @@ class Store:
         except ValueError:
             return str(path)
 
-    def entry_for(self, job: dict[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
+    def entry_for(self, job: dict[str, Any], without: tuple[str, ...] = ()) -> TrainedNetwork:
         """The stored entry trained by exactly `job` (but for the fields `without`), else a ParameterError naming
         the first field that differs."""
         entry = self.networks.get(job["name"])
@@ -159,9 +184,9 @@ class Store:
                                  "--full (or --stored a folder trained with this configuration)")
         wanted = training_key(job, without)
         for field, value in wanted.items():
-            if entry["job"].get(field) != value:
+            if entry.job.get(field) != value:
                 raise ParameterError(f"the stored network {job['name']} was trained with {field} = "
-                                     f"{entry['job'].get(field)!r}, this run would train {value!r}: run with "
+                                     f"{entry.job.get(field)!r}, this run would train {value!r}: run with "
                                      "--full (or --stored a folder trained with this configuration)")
         if not self.path(job["name"]).is_file():
             raise ParameterError(f"{self.path(job['name'])}: the stored network file is missing")
@@ -169,7 +194,7 @@ class Store:
 
     def training_seconds(self) -> float:
         """The seconds a --full run spent training what is stored."""
-        return sum(entry["seconds"] for entry in self.networks.values()) + sum(
+        return sum(entry.seconds for entry in self.networks.values()) + sum(
             row["seconds"] for row in (self.capacity or {}).get("rows", ()))
 
     def separation(self, L: int) -> Path:
@@ -181,10 +206,10 @@ class Store:
 
     def copy_into(self, name: str, out: Path) -> str:
         """Copy a stored network into DIR/networks (unless DIR is the store itself); its path relative to DIR."""
-        target = out / self.networks[name]["file"]
+        target = out / self.networks[name].file
         if target.resolve() != self.path(name):
             shutil.copyfile(self.path(name), target)
-        return self.networks[name]["file"]
+        return self.networks[name].file
 
     def curve_for(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The stored capacity curve, which must have been trained with exactly `spec`."""
@@ -201,10 +226,10 @@ class Store:
         """The bit-for-bit checks: the stored network among `names` and the capacity point that trained fastest."""
         jobs = []
         if names:
-            fastest = min(names, key=lambda name: self.networks[name]["seconds"])
+            fastest = min(names, key=lambda name: self.networks[name].seconds)
             jobs.append({"kind": "replay_network", "name": f"replay {fastest}",
                          "entry": self.networks[fastest], "file": str(self.path(fastest)),
-                         "seconds": self.networks[fastest]["seconds"]})
+                         "seconds": self.networks[fastest].seconds})
         if with_capacity and self.capacity and self.capacity["rows"]:
             row = min(self.capacity["rows"], key=lambda row: row["seconds"])
             jobs.append({"kind": "replay_capacity", "name": f"replay capacity N={row['size']} {row['architecture']}",
@@ -213,5 +238,5 @@ class Store:
         return jobs
 
 
-__all__ = ["Store", "train_job", "replay_network_job", "replay_capacity_job", "write", "training_key",
-           "same_weights", "DEFAULT_STORE", "STORE"]
+__all__ = ["Store", "TrainedNetwork", "ReplayCheck", "train_job", "replay_network_job", "replay_capacity_job",
+           "write", "training_key", "same_weights", "DEFAULT_STORE", "STORE"]

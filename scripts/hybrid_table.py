@@ -33,7 +33,8 @@ import witness
 from verify.certify import certify
 from lab import architectures
 from verify import theorems as theorem_bounds
-from verify.search.hybrid import PAIR_SUFFIXES, search_hybrid
+from verify.search.hybrid import search_hybrid
+from verify.search.probes import PAIR_SUFFIXES
 from witness.arith import arithmetic, parse_format
 from witness.mixers import RECURRENT_MIXERS
 from witness.registry import construction_names

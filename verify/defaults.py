@@ -2,7 +2,7 @@
 
 `witness --help` and the argument parser read them without importing what uses them (hypothesis, sympy, numba,
 numpy: tests/test_startup.py), so this module imports nothing; the modules that use them import them from here
-(`verify.check.DEFAULT_MAX_EXAMPLES`, `verify.precision.FAMILIES` and `METHODS`, `verify.search.hybrid.SAMPLES`
+(`verify.check.DEFAULT_MAX_EXAMPLES`, `verify.precision.FAMILIES` and `METHODS`, `verify.search.probes.SAMPLES`
 and `PAIR_PREFIXES` are these values).
 """
 
@@ -21,7 +21,7 @@ FAMILY_SPLITS = {
 METHODS = ("certify", "exhaustive")
 
 #: `search hybrid|full`: random inputs when the family is too large to run whole, and random prefixes per fixed
-#: suffix in the pair search (`verify.search.hybrid`).
+#: suffix in the pair search (`verify.search.probes.Effort`).
 SEARCH_SAMPLES = 2000
 PAIR_PREFIXES = 256
 

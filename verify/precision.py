@@ -6,7 +6,9 @@ need not help: rounding β down at fewer bits can land on a different side of a 
 the composition construction fails at float:1,5 and holds at float:2,5; at m = 2^1000 the other way round). So the
 default search assumes nothing: it tries every split of p = 3, 4, 5, ... bits and stops at the first p at which
 some split verifies. p* is then the least p at which anything verifies, and the result lists every split tried
-below it, each with its status and reason. Ties at p* go to fewer range bits (exponent, or integer bits).
+below it, each with its status and reason. Ties at p* go to fewer range bits (exponent, or integer bits). The
+result keeps the checker's own verdict at p* (`PrecisionResult.verdict`; with certify, its `certificate`), so a
+caller that needs the proof at p* need not run the checker again.
 
 `search="bisect"` is the cheaper search for slow checkers: per range width it bisects for the smallest precision
 width, which assumes that more precision bits never turn a verified network into a failing one; it then checks
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,10 +95,13 @@ SEARCHES = ("every-split", "bisect")
 @dataclass(frozen=True)
 class PrecisionResult:
     """`status` is verified when some format in the searched range verified; then `format`, `p` and `split` name
-    the minimal one and `below` lists the checker's status in every split of p - 1 bits the semantics can run
-    (`unrunnable`: the splits it cannot). `trials` lists every check run, in order. `assumes_monotone` is true for
-    the bisection search, whose answer rests on more precision bits never hurting below p* - 1; `violations` are
-    the pairs (verified format, failing format with more precision and the same range) among the trials."""
+    the minimal one, `verdict` is the checker's VERIFIED Result there (for certify, with its certificate), and
+    `below` lists the checker's status in every split of p - 1 bits the semantics can run (`unrunnable`: the
+    splits it cannot). `trials` lists every check run, in order. `assumes_monotone` is true for the bisection
+    search, whose answer rests on more precision bits never hurting below p* - 1; `violations` are the pairs
+    (verified format, failing format with more precision and the same range) among the trials.
+
+    Not a verdict of its own: the answer of a search over many checker verdicts, one per format."""
 
     status: Status
     family: str
@@ -110,16 +115,29 @@ class PrecisionResult:
     max_bits: int
     assumes_monotone: bool = False
     violations: tuple[tuple[str, str], ...] = ()
+    verdict: Result | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ParameterError(f"family must be one of {sorted(FAMILIES)}, got {self.family!r}")
         if (self.status is Status.VERIFIED) != (self.p is not None):
             raise ParameterError("a verified precision result names its p, and only a verified one does")
+        if (self.status is Status.VERIFIED) != (self.verdict is not None and self.verdict.status is Status.VERIFIED):
+            raise ParameterError("a verified precision result carries the checker's verified Result at p*, and only "
+                                 "a verified one does")
+
+    @property
+    def certificate(self) -> dict | None:
+        """The certificate of p*'s format when the checker certifies (None otherwise, or when nothing verified)."""
+        return None if self.verdict is None else self.verdict.detail.get("certificate")
 
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        """The JSON object of `witness min-precision` and the hierarchy's rows. Without `verdict`: its certificate
+        is a file's worth of JSON, written where a caller wants it (`witness certify --out`, the hierarchy's
+        certificates/)."""
+        out = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "verdict"}
         out["status"] = self.status.value
+        out["below"], out["trials"] = (tuple(asdict(trial) for trial in out[key]) for key in ("below", "trials"))
         out.update(out.pop("split"))  # mantissa/exponent or integer/fraction as top-level keys
         return out
 
@@ -143,6 +161,7 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
         raise ParameterError(f"search must be one of {SEARCHES}, got {search!r}")
     spec = FAMILIES[family]
     trials: dict[tuple[int, int], Trial] = {}
+    verified: dict[tuple[int, int], Result] = {}  # the checker's Result of each split that verified
     progress = bar(total=None, desc=f"min-precision ({family}, {semantics})", unit="format")
 
     def runnable(range_bits: int, precision_bits: int) -> bool:
@@ -161,6 +180,8 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
             try:
                 result = checker(fmt, semantics)
                 trials[key] = Trial(fmt.name, fmt.bits, result.status.value, str(result.detail.get("reason", "")))
+                if result.status is Status.VERIFIED:
+                    verified[key] = result
             except OverflowInFormat as exc:
                 trials[key] = Trial(fmt.name, fmt.bits, Status.FALSIFIED.value, f"overflow: {exc}")
             except StandInOverflow as exc:  # a theory run that cannot stand in for the exact model decides nothing
@@ -199,7 +220,7 @@ def min_precision(checker: Checker, family: str, semantics: str, max_bits: int =
     return PrecisionResult(Status.VERIFIED, family, semantics, fmt.name, fmt.bits, split,
                            tuple(trials[key] for key in below if key in trials),
                            tuple(spec.make(*key).name for key in below if key not in trials),
-                           tuple(trials.values()), max_bits, monotone, violations)
+                           tuple(trials.values()), max_bits, monotone, violations, verified[best])
 
 
 def _bisect(spec: Family, max_bits: int, runnable, verifies) -> tuple[int, int] | None:
@@ -266,7 +287,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Row:
-    """What one `Case` gave: its `PrecisionResult` and the seconds the search took."""
+    """What one `Case` gave: its `PrecisionResult` and the seconds the search took (kept beside the result, not in
+    it, so that one case's results compare equal wherever and however fast it ran)."""
 
     result: PrecisionResult
     seconds: float

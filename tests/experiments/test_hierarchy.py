@@ -17,7 +17,9 @@ import pytest
 
 from tests.oracles.reference_tasks import composition_answer_from_tokens, two_sum_answer
 from verify import checker
-from experiments.hierarchy import load_config
+from experiments.hierarchy import judge_against_controls, load_config
+from experiments.hierarchy.evidence import CONTROL, EVIDENCE, NO_EVIDENCE, UNTRAINED, category_of
+from experiments.hierarchy.rows import ProbeRow, outcome_row_from_json
 from witness.arith import arithmetic, parse_format
 from cli.main import main
 from witness.errors import FileFormatError, ParameterError
@@ -136,24 +138,27 @@ def test_bad_configuration_and_levels_are_one_line_errors(tmp_path, capsys):
     assert len(err) == 2 and all(line.startswith("witness: error:") for line in err)
 
 
+def probe_row(L, name, failing, tried, control=False, weights="trained"):
+    return ProbeRow(L=L, task="composition", name=name, architecture=f"arch {name}", params={}, weights=weights,
+                    seed=0, format="float:2,5", semantics="strict", network=f"networks/{name}.npz", budget={},
+                    control=control, failures=[], pairs=[], searched={}, failing=failing, tried=tried,
+                    trained_accuracy=None, status="failures found", evidence="counted")
+
+
 def test_a_trained_probe_counts_only_where_its_control_learned():
-    from experiments.hierarchy import judge_against_controls
-
-    def probe(L, name, failing, tried, control=False, weights="trained"):
-        return {"stage": "probe", "L": L, "task": "composition", "name": name, "weights": weights,
-                "architecture": f"arch {name}", "control": control, "failing": failing, "tried": tried,
-                "format": "float:2,5", "evidence": "counted"}
-
-    rows = [probe(1, "control1", 2, 200, control=True), probe(1, "hybrid1", 150, 200),
-            probe(2, "control2", 100, 200, control=True), probe(2, "hybrid2", 190, 200),
-            probe(2, "random2", 199, 200, weights="random"), probe(3, "hybrid3", 5, 200)]
-    judged = {row["name"]: row for row in judge_against_controls(rows)}
-    assert judged["hybrid1"]["control_learned"] and "counts as evidence" in judged["hybrid1"]["evidence"]
-    assert "not that none exists" in judged["hybrid1"]["evidence"]
-    assert not judged["hybrid2"]["control_learned"] and "no evidence" in judged["hybrid2"]["evidence"]
-    assert "failed 100 of 200 inputs at float:2,5" in judged["hybrid2"]["evidence"]
-    assert judged["random2"]["evidence"] == "counted"  # random weights are judged by their own words
-    assert "no trained control" in judged["hybrid3"]["evidence"]
+    rows = [probe_row(1, "control1", 2, 200, control=True), probe_row(1, "hybrid1", 150, 200),
+            probe_row(2, "control2", 100, 200, control=True), probe_row(2, "hybrid2", 190, 200),
+            probe_row(2, "random2", 199, 200, weights="random"), probe_row(3, "hybrid3", 5, 200)]
+    judged = {row.name: row for row in judge_against_controls(rows)}
+    assert judged["hybrid1"].control_learned and "counts as evidence" in judged["hybrid1"].evidence
+    assert "not that none exists" in judged["hybrid1"].evidence
+    assert category_of(judged["hybrid1"]) == EVIDENCE
+    assert judged["hybrid2"].control_learned is False and "no evidence" in judged["hybrid2"].evidence
+    assert "failed 100 of 200 inputs at float:2,5" in judged["hybrid2"].evidence
+    assert category_of(judged["hybrid2"]) == NO_EVIDENCE
+    assert judged["random2"].evidence == "counted"  # random weights are judged by their own words
+    assert "no trained control" in judged["hybrid3"].evidence and judged["hybrid3"].control_learned is None
+    assert category_of(judged["control1"]) == CONTROL and category_of(judged["random2"]) == UNTRAINED
 
 
 def test_the_report_leads_with_a_summary_that_keeps_proof_and_evidence_apart(report):
@@ -174,3 +179,29 @@ def test_the_report_leads_with_a_summary_that_keeps_proof_and_evidence_apart(rep
     for row in untrained:  # random-weight rows stay out of the headline table
         assert f"`{row['network']}`" not in headline and f"`{row['network']}`" in elsewhere
     assert payload["complete"] is True and "NOT FINISHED" not in text
+
+
+def test_every_row_of_report_json_reads_back_into_its_type_and_writes_the_same_json(report):
+    _, payload = report
+    from experiments.hierarchy.rows import BoundsRow, PrecisionPoint
+
+    for data in payload["rows"]:
+        row = outcome_row_from_json(data)
+        assert {**row.to_json(), "category": category_of(row)} == data
+        assert list(row.to_json()) == [key for key in data if key != "category"]  # the key order too
+    for data in payload["precision"]:
+        assert PrecisionPoint.from_json(data).to_json() == data
+    for data in payload["bounds"]:
+        assert list(BoundsRow.from_json(data).to_json().items()) == list(data.items())
+
+
+def test_a_row_writes_no_key_for_a_value_it_never_had():
+    from experiments.hierarchy.rows import ConstructionRow
+
+    missing = ConstructionRow(L=1, task="composition", name="L1_x", construction="x", architecture="a", params={},
+                              semantics="strict", status="not available", evidence="construction 'x' is not installed")
+    assert list(missing.to_json()) == ["stage", "L", "task", "name", "construction", "architecture", "params",
+                                       "semantics", "network", "certificate", "status", "evidence"]
+    untrained, trained_here = probe_row(1, "random", 1, 2, weights="random"), probe_row(1, "trained", 1, 2)
+    assert "replayed_from" not in untrained.to_json() and trained_here.to_json()["replayed_from"] is None
+    assert "control_learned" not in trained_here.to_json() and "table_bits" not in trained_here.to_json()

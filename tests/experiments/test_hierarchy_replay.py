@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -29,8 +28,8 @@ def tiny_config():
     """L = 1 only, trained probes of 40 steps, a one-point capacity curve of 20 steps, the L = 1 separation."""
     config = load_config(quick=True).select([1])
     effort = {**config.effort, "train_steps": 40, "train_seeds": 1, "mlp_ratio": 0}
-    two_sum = {**config.two_sum, "runs": (("trained", 0),), "effort": {**config.two_sum["effort"],
-                                                                     "train_steps": 40, "train_seeds": 1}}
+    two_sum = dataclasses.replace(config.two_sum, runs=(("trained", 0),),
+                                  effort={**config.two_sum.effort, "train_steps": 40, "train_seeds": 1})
     return dataclasses.replace(config, runs=(("random", 0), ("trained", 0)), effort=effort, two_sum=two_sum,
                                separation=(1,), sweep_log2_m=(("strict", (1,)),),
                                capacity={**config.capacity, "sizes": [4], "steps": 20, "mixers": ["deltanet"]})
@@ -90,7 +89,7 @@ def test_the_replay_check_catches_one_changed_weight(runs, tmp_path):
     network.with_arrays({key: changed}).save(forged)
     honest = trained.replay_network_job({"entry": store.networks[name], "file": str(store.path(name))})
     caught = trained.replay_network_job({"entry": store.networks[name], "file": str(forged)})
-    assert honest["matched"] and not caught["matched"] and key in caught["detail"]
+    assert honest.matched and not caught.matched and key in caught.detail
 
 
 def test_a_replayed_separation_is_rechecked_here(runs, tmp_path):

@@ -24,7 +24,7 @@ def test_local_cluster_of_two_workers_equals_the_plain_loop():
     serial = [run_job(job) for job in jobs]
     assert sweep(run_job, jobs, Engine(workers=2)) == serial
     assert sweep(run_job, jobs) == serial  # the in-process default
-    assert {row["p"] for row in serial} != {None}  # the jobs computed something
+    assert {row.p for row in serial} != {None}  # the jobs computed something
 
 
 def test_an_existing_scheduler_runs_the_sweep():

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import witness
+import witness.execute
 from tests.oracles.reference_tasks import two_sum_answer as reference_bits
 from verify import check, checker
 from verify.certify import certify

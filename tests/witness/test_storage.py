@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 import witness
 from constructions.composition import memory_bytes
-from verify import check, checker
+from verify import checker
 from verify.certify import certify
 from verify.certify.networks import weights_of
 from verify.result import Status
 from tests.oracles import mpfr_reference as reference
 from lab import strategies as ws
-from witness.arith import arithmetic
+from witness.arith import FLOAT64, arithmetic
 from witness.errors import FileFormatError
 from witness.execute import run
 from witness.io import HEADER_KEY, header
@@ -194,7 +194,7 @@ def narrow_and_wide():
                                             ("fixed:4,4", "strict"), ("fp16", "theory"), ("bf16", "mixed")])
 def test_the_executor_computes_the_same_logits(narrow_and_wide, fmt, semantics):
     narrow, wide = narrow_and_wide
-    arith = check.FLOAT64 if fmt is None else arithmetic(fmt, semantics)
+    arith = FLOAT64 if fmt is None else arithmetic(fmt, semantics)
     tokens = narrow.task.random_tokens(seed=1, count=64)
     ours, theirs = run(narrow, tokens, arith, trace=True), run(wide, tokens, arith, trace=True)
     assert ours.logits.dtype == np.float64 and ours.logits.tobytes() == theirs.logits.tobytes()

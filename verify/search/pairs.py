@@ -1,4 +1,5 @@
-"""Indistinguishable pairs across a layout boundary (conventions §6): the constructive heart of the lower bounds.
+"""Composition's pair probes (conventions §6): indistinguishable pairs across a layout boundary, the constructive heart
+of the lower bounds, and the counting argument that says where they must exist.
 
 Cut the prompt at position `boundary` (by default, for composition in the `paper` layout, right after the z_L
 table). In CPW's communication picture the prefix can influence the positions after the cut only through what
@@ -18,20 +19,25 @@ only a *candidate*: it is reported after `verify.search.report.confirm_pair` has
 and seen the same output on two different answers, which by itself proves that the network is wrong on one of
 them, whatever the hash said.
 
-Search: fix a random suffix, run many prefixes under it -- random ones, and single-token changes of one of them
-(every one when there are few, so the position the answer reads is changed too) -- hash each input's crossings,
-and bucket.
+Search (`boundary_pairs`): fix a random suffix, run many prefixes under it -- random ones, and single-token changes
+of one of them (every one when there are few, so the position the answer reads is changed too) -- hash each
+input's crossings, and bucket. Where counting forces pairs (`counting`: the z_L table holds more bits than the
+recurrent state), `targeted_pairs` walks two inputs' crossings together until they meet.
+
+These are the probes composition's task record names (`verify.search.probes.PROBES`); they know its layout.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import time
+from typing import Any
 
 import numpy as np
 
-from verify.check import batch_size
-from verify.search.report import Pair, confirm_pair
+from verify.check.runs import batch_size
+from verify.search.report import DEFAULT_MAX_PAIRS, Pair, confirm_pair
 from witness.arith import Arithmetic
 from witness.errors import ParameterError
 from witness.execute import run
@@ -43,16 +49,16 @@ from witness.tasks.base import check_int
 #: The trace hooks holding what a recurrent layer carries past a position: its state, and a linear-attention
 #: normaliser where the layer has one.
 STATE_HOOKS = ("hook_state", "hook_normalizer")
-#: Pairs a search keeps before it stops.
-DEFAULT_MAX_PAIRS = 5
 
 
 def has_default_boundary(task) -> bool:
-    return task.name == "composition" and task.layout == "paper"
+    """Whether the prompt opens with the z_L table (the `paper` layout), so that a cut right after it leaves the
+    table on one side and everything that reads it on the other (only composition has layouts)."""
+    return getattr(task, "layout", None) == "paper"
 
 
 def default_boundary(task) -> int:
-    """The cut after the first block of the prompt: composition (`paper` layout) cuts after the z_L table."""
+    """The cut after the first block of the prompt: in the `paper` layout, after the z_L table."""
     if not has_default_boundary(task):
         raise ParameterError(f"no default boundary for {task}; give one")
     return task.segment(f"z{task.L}").stop
@@ -223,4 +229,15 @@ def targeted_pairs(network: Network, arith: Arithmetic, runs: int, seed: int = 0
     return pairs, searched
 
 
-__all__ = ["boundary_pairs", "targeted_pairs", "crossings", "crossing_vectors", "crossing_distance", "default_boundary", "has_default_boundary", "DEFAULT_MAX_PAIRS"]
+def counting(task, state_bits: int) -> dict[str, Any]:
+    """Whether counting alone forces indistinguishable pairs: the last table z_L holds N log2 N bits (N = N_{L-1}
+    entries of N values); if every one must cross the boundary through C = `state_bits` bits of recurrent state
+    (C > 0: the network carries state), two tables with different answers share a state once N log2 N > C."""
+    size = task.domain_sizes[-1]
+    table_bits = size * math.log2(size) if size > 1 else 0.0
+    return {"applies": state_bits > 0, "table_bits": round(table_bits, 3), "state_bits": state_bits,
+            "forced": 0 < state_bits < table_bits}
+
+
+__all__ = ["boundary_pairs", "targeted_pairs", "counting", "crossings", "crossing_vectors", "crossing_distance",
+           "default_boundary", "has_default_boundary"]

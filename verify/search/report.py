@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from verify.check import fresh_output, plain_answer, task_of
+from verify.check.runs import fresh_output, plain_answer, task_of
 from verify.result import Counterexample
 from witness.arith import Arithmetic
 from witness.ir import Network
+
+#: Pairs a pair search keeps before it stops.
+DEFAULT_MAX_PAIRS = 5
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,10 @@ class Pair:
 class SearchReport:
     """The JSON object of `witness search ...`: `network` is the saved file (None if not saved), `budget` the
     budget table (H, d_head, d_model, d, p, Hdp, state bits), `searched` what was tried, on how many inputs, in
-    how many seconds. `format` and `semantics` are those every failure and pair was confirmed under."""
+    how many seconds. `format` and `semantics` are those every failure and pair was confirmed under.
+
+    Not a verdict: a search runs many checks (each a `verify.result.Result`) and pair probes on one network, and
+    its report joins their confirmed findings, distinct, with one record per probe; it never says verified."""
 
     network: str | None
     format: str

@@ -308,4 +308,5 @@ RECORD = TaskRecord(
     ),
     tasks_strategy=composition_tasks,
     tokens_strategy=composition_tokens,
+    probes=("boundary_pairs", "targeted_pairs"),
 )

@@ -132,4 +132,5 @@ RECORD = TaskRecord(
     ),
     tasks_strategy=two_sum_tasks,
     tokens_strategy=two_sum_tokens,
+    probes=("summary_collisions",),
 )

@@ -1,31 +1,29 @@
-"""Failures of good networks: probes that follow the logit margin down to the inputs a network answers wrongly.
+"""Checks that follow the logit margin down to the inputs a nearly right network answers wrongly.
 
 A network right on 99.6% of its inputs shows uniform sampling one failure in 250 draws. The margin -- the right
-answer's logit minus the best other logit -- says how nearly an input fails, so a search can walk down it: inputs
+answer's logit minus the best other logit -- says how nearly an input fails, so a check can walk down it: inputs
 next to a low-margin input tend to have low margins too, and the failures lie where it crosses zero.
 
     margin(network, tokens, arith)                          per input: right logit minus best other (<= 0: wrong)
     margin_search(network, arith, runs, seed=0)             seeded greedy descent by single-token edits, restarted
     hypothesis_margin(network, arith, max_examples, seed)   Hypothesis targeted at driving the margin down
 
-Both probes return a `verify.search.probes.Probe`. They count every input they run, in the unit of
-`probes.sampled`'s count, so "failing / inputs" compares with uniform sampling at the same budget; every failure
-they keep passed `verify.check.confirm_failure` (a fresh plain run), so a wrong margin can lose a failure, never
-invent one.
+Both checks return a `Result` (never VERIFIED) whose `checked` counts every input they ran, in the unit of
+`sampled`'s count, so "failures / checked" compares with uniform sampling at the same budget; `failures` counts
+distinct failing inputs, since a walk near its failures meets them more than once. Every failure they keep passed
+the fresh-run gate (`runs.Findings`), so a wrong margin can lose a failure, never invent one.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings, target
-from hypothesis import seed as hypothesis_seed
 
-from verify import check
-from verify.search.probes import DEFAULT_MAX_FAILURES, Probe
-from verify.result import Counterexample
+from verify.check.checks import one_input
+from verify.check.runs import Findings, batch_size, first_overflowing_row, task_of
+from verify.defaults import DEFAULT_MAX_EXAMPLES
+from verify.result import Result
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat
 from witness.execute import logit_margins, run
@@ -42,12 +40,12 @@ DEFAULT_EDITS = 16
 def margin(network: Network, tokens, arith: Arithmetic) -> np.ndarray:
     """The margin of each input of `tokens` (one sequence or a batch) under `arith`: `logit_margins` of the
     executor's logits. An input whose run overflows a fixed-point format is not answered: -inf. Rows are run in
-    batches of `check.batch_size`, and an overflow costs only its own row (the rows after it are run again)."""
-    task = check.task_of(network)
+    batches of `batch_size`, and an overflow costs only its own row (the rows after it are run again)."""
+    task = task_of(network)
     batch = task.check_tokens(tokens)
     answers = task.answers(batch).reshape(batch.shape[0], -1)
     margins = np.full(batch.shape[0], -np.inf)
-    size = check.batch_size(network)
+    size = batch_size(network)
     begin = 0
     while begin < batch.shape[0]:
         logits, overflowed = _logits_until_overflow(network, batch[begin:begin + size], arith)
@@ -66,7 +64,7 @@ def _logits_until_overflow(network: Network, rows: np.ndarray,
     try:
         return run(network, rows, arith).logits, False
     except OverflowInFormat:
-        first = check.first_overflowing_row(network, rows, arith)
+        first = first_overflowing_row(network, rows, arith)
         return (run(network, rows[:first], arith).logits if first else None), True
 
 
@@ -86,27 +84,8 @@ def single_token_edits(tokens: np.ndarray, radices: np.ndarray, offsets: np.ndar
     return edited
 
 
-class _FailureLog:
-    """The distinct failing inputs a probe ran, and the first `max_failures` of them confirmed by a fresh run."""
-
-    def __init__(self, network: Network, arith: Arithmetic, max_failures: int):
-        self.network, self.arith, self.max_failures = network, arith, max_failures
-        self.distinct: set[tuple[int, ...]] = set()
-        self.confirmed: list[Counterexample] = []
-
-    def add(self, tokens: np.ndarray) -> None:
-        key = tuple(int(t) for t in tokens)
-        if key in self.distinct:
-            return
-        self.distinct.add(key)
-        if len(self.confirmed) < self.max_failures:
-            failure = check.confirm_failure(self.network, key, self.arith)
-            if failure is not None:
-                self.confirmed.append(failure)
-
-
 def margin_search(network: Network, arith: Arithmetic, runs: int, seed: int = 0, chains: int = DEFAULT_CHAINS,
-                  edits: int = DEFAULT_EDITS, max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
+                  edits: int = DEFAULT_EDITS, max_failures: int = 0) -> Result:
     """Greedy descent on the margin, for exactly `runs` inputs run, from `seed`.
 
     `chains` descents run side by side. A descent starts from the least-margin one of `edits` uniformly random
@@ -116,19 +95,18 @@ def margin_search(network: Network, arith: Arithmetic, runs: int, seed: int = 0,
     inputs it ran are recorded) or when no edit it tried lowers the margin. Every candidate of every descent goes
     into one executor run per step, and every input run counts against `runs`.
 
-    `searched["failing"]` counts distinct failing inputs, `starts` the descents begun."""
-    task = check.task_of(network)
+    `detail["starts"]` counts the descents begun."""
+    task = task_of(network)
     runs, chains = check_int("runs", runs, 1), check_int("chains", chains, 1)
-    edits, max_failures = check_int("edits", edits, 1), check_int("max_failures", max_failures, 0)
+    edits = check_int("edits", edits, 1)
     rng = np.random.default_rng(check_int("seed", seed, 0))
+    findings = Findings(network, arith, max_failures, distinct=True)
     radices, offsets = task.position_alphabets()
     # A family of one input has no edits: every step is then a fresh start, i.e. sampling.
     can_edit = bool((radices > 1).any())
-    start = time.perf_counter()
     current = np.zeros((chains, task.prompt_length), dtype=np.int64)
     current_margin = np.full(chains, np.inf)
     fresh = np.ones(chains, dtype=bool)
-    log = _FailureLog(network, arith, max_failures)
     used = starts = 0
     with bar(total=runs, desc="margin", unit="input") as progress:
         while used < runs:
@@ -144,50 +122,42 @@ def margin_search(network: Network, arith: Arithmetic, runs: int, seed: int = 0,
                 starting = bool(fresh[c])
                 starts += starting
                 if (values <= 0).any():
-                    for row in rows[values <= 0]:
-                        log.add(row)
+                    findings.add(rows[values <= 0])
                     fresh[c] = True
                 elif starting or values.min() < current_margin[c]:
                     best = int(np.argmin(values))
                     current[c], current_margin[c], fresh[c] = rows[best], values[best], not can_edit
                 else:
                     fresh[c] = True
-    searched = {"method": "margin", "inputs": used, "failing": len(log.distinct),
-                "seconds": round(time.perf_counter() - start, 3), "seed": seed, "chains": chains, "edits": edits,
-                "starts": starts}
-    return Probe(tuple(log.confirmed), searched)
+    return findings.result("margin", used, detail={"seed": seed, "chains": chains, "edits": edits, "starts": starts})
 
 
-def hypothesis_margin(network: Network, arith: Arithmetic, max_examples: int = check.DEFAULT_MAX_EXAMPLES,
-                      seed: int = 0, max_failures: int = DEFAULT_MAX_FAILURES) -> Probe:
+def hypothesis_margin(network: Network, arith: Arithmetic, max_examples: int = DEFAULT_MAX_EXAMPLES,
+                      seed: int = 0, max_failures: int = 0) -> Result:
     """Hypothesis generates `max_examples` inputs of the task from `seed`, steered (`hypothesis.target`) towards
-    small margins; it does not stop at a failure, so `searched["failing"]` counts the distinct failing inputs
-    among everything it ran, comparable with `probes.sampled` at `inputs` draws. No shrinking: the failures kept
-    are the first ones met."""
-    task = check.task_of(network)
+    small margins; it does not stop at a failure, so `failures` counts the distinct failing inputs among
+    everything it ran, comparable with `sampled` at `checked` draws. No shrinking: the failures kept are the first
+    ones met."""
+    from hypothesis import HealthCheck, Phase, given, settings, target
+    from hypothesis import seed as hypothesis_seed
+
+    task = task_of(network)
     max_examples = check_int("max_examples", max_examples, 1)
-    max_failures = check_int("max_failures", max_failures, 0)
-    log = _FailureLog(network, arith, max_failures)
+    findings = Findings(network, arith, max_failures, distinct=True)
     inputs = 0
-    start = time.perf_counter()
 
     @hypothesis_seed(check_int("seed", seed, 0))
     @settings(max_examples=max_examples, database=None, deadline=None, derandomize=False,
               phases=[Phase.generate, Phase.target], suppress_health_check=list(HealthCheck))
-    @given(check.one_input(task))
+    @given(one_input(task))
     def probe(tokens: np.ndarray) -> None:
         nonlocal inputs
         inputs += 1
         value = float(margin(network, tokens, arith)[0])
         if value <= 0:
-            log.add(tokens)
+            findings.add([tokens])
         # Hypothesis maximises a finite target: the negated margin, an overflow (-inf) as the largest float.
         target(min(-value, sys.float_info.max))
 
     probe()
-    searched = {"method": "hypothesis_margin", "inputs": inputs, "failing": len(log.distinct),
-                "seconds": round(time.perf_counter() - start, 3), "seed": seed, "max_examples": max_examples}
-    return Probe(tuple(log.confirmed), searched)
-
-
-__all__ = ["margin", "margin_search", "hypothesis_margin", "single_token_edits", "DEFAULT_CHAINS", "DEFAULT_EDITS"]
+    return findings.result("hypothesis_margin", inputs, detail={"seed": seed, "max_examples": max_examples})

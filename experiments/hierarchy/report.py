@@ -1,7 +1,8 @@
-"""The written form of `witness hierarchy`: DIR/report.md and the two plots, from the report's JSON object.
+"""The written form of `witness hierarchy`: DIR/report.md (its summary, tables and prose) from the report's JSON
+object, and the plots drawn beside it (`experiments.hierarchy.plots`).
 
-Nothing here computes a verdict; it lays out the rows `experiments.hierarchy` produced. Paths in the report are
-relative to DIR, so every command it prints runs from there.
+Nothing here computes a verdict; it lays out the rows report.json holds, so it reads them as JSON. Paths in the
+report are relative to DIR, so every command it prints runs from there.
 """
 
 from __future__ import annotations
@@ -11,23 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from experiments import capacity
+from experiments.hierarchy.config import COMPOSITION, TWO_SUM
+from experiments.hierarchy.evidence import CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN, UNTRAINED
+from experiments.hierarchy.plots import plot_min_precision, plot_outcomes
+from experiments.hierarchy.rows import NOT_AVAILABLE, UNKNOWN, table_order
 
-#: Row statuses. Only CERTIFIED is a statement about every input.
-CERTIFIED, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
-    "certified", "unknown", "failures found", "none found", "not available")
 PLOTS = ("plots/min_precision.png", "plots/outcomes.png")
 #: The output the executor gives where the largest logit is not unique (docs/conventions.md).
 TIE = -1
+#: How the summary names each task of the configuration.
+TASK_WORDS = {COMPOSITION: "composition", TWO_SUM: "2-Sum"}
 
 
 def replay_command(row: dict[str, Any], tokens: list[int]) -> str:
     return (f"witness run {row['network']} --tokens {','.join(map(str, tokens))} --format {row['format']} "
             f"--semantics {row['semantics']}")
-
-
-def _order(row: dict[str, Any]) -> tuple:
-    stage = {"construction": 0, "separation": 1}.get(row["stage"], 2)
-    return (row["L"] is None, row["L"] or 0, stage, row["name"])
 
 
 def _cell(value: Any) -> str:
@@ -38,7 +37,7 @@ def results_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| L | task | architecture | network | H·d·p = Hdp | C (state bits) | N·log2 N | failing / tried "
              "| outcome | what it shows |",
              "|---:|---|---|---|---:|---:|---:|---:|---|---|"]
-    for row in sorted(rows, key=_order):
+    for row in sorted(rows, key=table_order):
         b = row.get("budget") or {}
         network = f"`{row['network']}`" if row.get("network") else "—"
         tried = f"{row['failing']} / {row['tried']} at {row['format']}" if "tried" in row else "—"
@@ -58,12 +57,13 @@ def forced_text(rows: list[dict[str, Any]]) -> str:
 
 
 def bounds_table(limits: list[dict[str, Any]]) -> list[str]:
+    """Theorem 1.1 and CPW at each composition row's depth, then Theorem 1.2's scales at each 2-Sum row."""
     yes = {True: "yes", False: "no"}
     lines = ["| L | n | Hdp | Thm 1.1 covers it (L−1 full + linear fail) | smallest n Thm 1.1 covers at this Hdp "
              "| CPW covers it (L full fail) | smallest n CPW covers at this Hdp |",
              "|---:|---:|---:|---|---|---|---|"]
     for item in limits:
-        if item["task"] != "composition":
+        if item["task"] != COMPOSITION:
             continue
         applies, thresholds = item["applies"], item["thresholds"]
         covered = yes[applies['theorem_1_1.applies']]
@@ -75,7 +75,7 @@ def bounds_table(limits: list[dict[str, Any]]) -> list[str]:
     lines += ["", "| 2-Sum n | Hdp of the full-attention construction | one full layer: O(log2 n), the quantity "
                   "| one (B,k)-sparse layer: Ω(B·log2 n), the quantity |", "|---:|---:|---:|---:|"]
     for item in limits:
-        if item["task"] == "two_sum":
+        if item["task"] == TWO_SUM:
             thresholds = item["thresholds"]
             lines.append(f"| {item['n']} | {item['Hdp']} | {thresholds['theorem_1_2.full_scale']} "
                          f"| {thresholds['theorem_1_2.sparse_scale']} |")
@@ -93,7 +93,7 @@ def precision_table(points: list[dict[str, Any]]) -> list[str]:
 
 def replay_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
-    for row in sorted(rows, key=_order):
+    for row in sorted(rows, key=table_order):
         for failure in row.get("failures", [])[:1]:
             lines.append(f"* {row['name']} (expected {failure['expected']}, output {failure['output']}):")
             lines.append(f"  `{replay_command(row, failure['tokens'])}`")
@@ -112,28 +112,36 @@ def replay_lines(rows: list[dict[str, Any]]) -> list[str]:
 def certificate_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [f"* `witness check-certificate {row['certificate']}" + (f" {row['network']}`" if row.get("network")
                                                                     else "`")
-            for row in sorted(rows, key=_order) if row.get("certificate")] or ["No row was certified."]
+            for row in sorted(rows, key=table_order) if row.get("certificate")] or ["No row was certified."]
 
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _proven_words(constructions: list[dict[str, Any]]) -> str:
+    """How many constructions of each task are certified, and at which depths."""
+    parts = []
+    for task in dict.fromkeys(row["task"] for row in constructions):
+        of_task = [row for row in constructions if row["task"] == task]
+        depths = sorted({row["L"] for row in of_task if row["L"] is not None})
+        parts.append(f"{len(of_task)} for {TASK_WORDS.get(task, task)}"
+                     + (f" at L = {', '.join(map(str, depths))}" if depths else ""))
+    return "; ".join(parts)
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """At most ten lines that keep apart what is proven, what is evidence and what is neither."""
     rows = report["rows"]
-    of = {name: [row for row in rows if row.get("category") == name] for name in CATEGORY_STYLE}
+    of = {name: [row for row in rows if row.get("category") == name] for name in CATEGORIES}
     constructions = [row for row in of[PROVEN] if row["stage"] == "construction"]
     separations = [row for row in of[PROVEN] if row["stage"] == "separation"]
     semantics = sorted({row["semantics"] for row in constructions})
     bits = sorted(row["budget"]["p"] for row in constructions)
-    depths = sorted({row["L"] for row in constructions if row["task"] == "composition"})
-    composition = len(constructions) - sum(row["task"] == "two_sum" for row in constructions)
-    what = "; ".join(([f"{composition} for composition at L = {', '.join(map(str, depths))}"] if depths else [])
-                     + ([f"{len(constructions) - composition} for 2-Sum"] if composition < len(constructions) else []))
     lines = [f"* **Proven** (a certificate for every input; `witness check-certificate` re-checks it, commands "
-             f"below): {_count(len(constructions), 'construction')} ({what or 'none'}) at their minimal precision "
-             f"p* ({bits[0]}–{bits[-1]} bits, {', '.join(semantics)} semantics)" * bool(constructions)
+             f"below): {_count(len(constructions), 'construction')} ({_proven_words(constructions) or 'none'}) at "
+             f"their minimal precision p* ({bits[0]}–{bits[-1]} bits, {', '.join(semantics)} semantics)"
+             * bool(constructions)
              + ("* **Proven**: nothing certified" if not constructions else "")
              + "".join(f"; the separation at the theorem's own scale, L = {row['L']} (log2 n = "
                        f"{row['prompt_length_log2']}, Hdp {row['budget']['Hdp']:,}, {row['semantics']})"
@@ -148,23 +156,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     else:
         lines.append("* **Evidence** from trained probes: none — no trained control learned the task at its "
                      "construction's p* format, so no trained probe row counts.")
-    curve = report.get("capacity")
-    if curve:
-        learned = sorted({entry["size"] for entry in curve["summary"] if entry["architecture"] == capacity.CONTROL
-                          and entry["control_learned"]})
-        fell = [entry for entry in curve["summary"] if entry["architecture"] != capacity.CONTROL
-                and entry["control_learned"] and entry["mean"] < capacity.LEARNED]
-        spec = curve["spec"]
-        best = max(fell, key=lambda entry: entry["mean"], default=None)
-        head = f"* **Capacity curve** (L = {spec['L']}, {spec['format']} {spec['semantics']}): "
-        if not learned:
-            lines.append(head + "the control learned at no size, so no point of the curve is evidence.")
-        else:
-            lines.append(head + f"the control learned at N = {', '.join(map(str, learned))}"
-                         + (f"; {_count(len(fell), 'point')} of other architectures fell there (best: "
-                            f"{best['architecture']}, {best['mean']:.2f} at N = {best['size']}) — training did not "
-                            "find a solution at this budget, which does not prove that none exists" if best else
-                            "; every other architecture learned there too") + ".")
+    if report.get("capacity"):
+        lines.append(capacity_words(report["capacity"]))
     neither = len(of[UNTRAINED]) + len(of[NO_EVIDENCE])
     unknown = sum(row["status"] in (UNKNOWN, NOT_AVAILABLE) for row in rows)
     lines.append(f"* **Neither**: {_count(len(of[UNTRAINED]), 'probe')} with random or hand-set weights (their "
@@ -177,6 +170,24 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.insert(0, "* **Smoke run** (`--quick`): small sizes, few inputs, a few training steps — it shows that "
                         "the pipeline runs end to end; none of its trained rows is evidence.")
     return lines
+
+
+def capacity_words(curve: dict[str, Any]) -> str:
+    """The capacity curve's line of the summary: where the control learned, and what fell there."""
+    learned = sorted({entry["size"] for entry in curve["summary"] if entry["architecture"] == capacity.CONTROL
+                      and entry["control_learned"]})
+    fell = [entry for entry in curve["summary"] if entry["architecture"] != capacity.CONTROL
+            and entry["control_learned"] and entry["mean"] < capacity.LEARNED]
+    spec = curve["spec"]
+    best = max(fell, key=lambda entry: entry["mean"], default=None)
+    head = f"* **Capacity curve** (L = {spec['L']}, {spec['format']} {spec['semantics']}): "
+    if not learned:
+        return head + "the control learned at no size, so no point of the curve is evidence."
+    return (head + f"the control learned at N = {', '.join(map(str, learned))}"
+            + (f"; {_count(len(fell), 'point')} of other architectures fell there (best: "
+               f"{best['architecture']}, {best['mean']:.2f} at N = {best['size']}) — training did not "
+               "find a solution at this budget, which does not prove that none exists" if best else
+               "; every other architecture learned there too") + ".")
 
 
 def trained_words(report: dict[str, Any]) -> str:
@@ -314,207 +325,3 @@ def write_unfinished(out: Path, report: dict[str, Any], state: str) -> None:
         lines += ["## Rows finished so far", "", *results_table(report["rows"]), ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     (out / "report.json").write_text(json.dumps({**report, "state": state}, indent=1), encoding="utf-8")
-
-
-def plot_min_precision(path: Path, points: list[dict[str, Any]]):
-    """p* against log2 n: one colour and marker per depth L, solid for strict semantics and dashed (hollow markers)
-    for theory semantics; markers shrink as L grows, so where two depths share a point both stay visible. Returns
-    the Figure."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    figure = Figure(figsize=(8, 4.5), layout="constrained")
-    axes = figure.subplots()
-    depths = sorted({point["L"] for point in points})
-    style = {L: (marker, f"C{index}", max(4.0, 10.0 - 2.0 * index))
-             for index, (L, marker) in enumerate(zip(depths, "osD^v<>p*h"))}
-    for L, semantics in sorted({(point["L"], point["semantics"]) for point in points}):
-        found = sorted((p["log2_n"], p["p"]) for p in points
-                       if p["L"] == L and p["semantics"] == semantics and p["p"] is not None)
-        if found:
-            x, y = zip(*found)
-            marker, colour, size = style[L]
-            strict = semantics == "strict"
-            axes.plot(x, y, marker=marker, color=colour, linestyle="-" if strict else "--", markeredgewidth=1.5,
-                      fillstyle="full" if strict else "none", markersize=size, label=f"L = {L}, {semantics}")
-    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("log2 n (n = prompt length)")
-    axes.set_ylabel("p* (bits): least precision certified for every input")
-    axes.set_title("Minimal precision of the (L+1)-layer composition construction")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                title="depth, semantics", title_fontsize=8)
-    figure.savefig(path, dpi=110)
-    return figure
-
-
-#: What an outcome row is worth (`row["category"]`, else `category(row)`): only PROVEN is a statement about every
-#: input; a trained row is EVIDENCE only where the trained control learned the task; UNTRAINED rows (random or
-#: hand-set weights) say nothing about what the architecture can do.
-PROVEN = "proven"
-EVIDENCE = "evidence"
-NO_EVIDENCE = "no evidence"
-UNTRAINED = "untrained weights"
-CONTROL = "trained control"
-#: How each category is drawn in the outcome plot, in legend order: (marker, colour, legend words).
-CATEGORY_STYLE = {
-    PROVEN: ("o", "tab:green", "certified for every input (proof)"),
-    EVIDENCE: ("X", "tab:red", "trained, control learned: evidence"),
-    NO_EVIDENCE: ("D", "tab:orange", "trained, no control that learned: no evidence"),
-    CONTROL: ("s", "tab:blue", "trained control (the yardstick)"),
-    UNTRAINED: ("x", "tab:gray", "random/hand-set weights: says nothing"),
-}
-#: Colour of the budgets Theorem 1.1 covers (Hdp <= n^(2^-(4L+2))) in the outcome plot.
-COVERED_COLOUR = "#2ca02c"
-
-
-def category(row: dict[str, Any]) -> str | None:
-    """The category of a row that carries none: certified -> PROVEN; a trained control -> CONTROL; random or
-    natural (hand-set) weights -> UNTRAINED; trained weights -> EVIDENCE where its control learned, else
-    NO_EVIDENCE; anything else (unknown, not available) -> None, not drawn."""
-    if row.get("status") == CERTIFIED:
-        return PROVEN
-    if row.get("status") in (UNKNOWN, NOT_AVAILABLE):
-        return None
-    if row.get("control"):
-        return CONTROL
-    if row.get("weights") in ("random", "natural"):
-        return UNTRAINED
-    if row.get("weights") == "trained":
-        return EVIDENCE if row.get("control_learned") is True else NO_EVIDENCE
-    return None
-
-
-def covered_Hdp(row: dict[str, Any], n_ctx: dict[int, int]) -> int | None:
-    """The largest Hdp Theorem 1.1 covers at this row's depth and prompt length, floor(n^(2^-(4L+2))): the row's
-    `largest_covered_Hdp` where it has one (separation rows), else from its `n_ctx`, else from `n_ctx[L]` (the
-    construction's prompt length at that depth, which the probes share); None without a depth or a length."""
-    stored = (row.get("largest_covered_Hdp") or {}).get("theorem_1_1")
-    if stored is not None:
-        return int(stored)
-    L = row.get("L")
-    n = row.get("n_ctx") or n_ctx.get(L)
-    if L is None or not n or row.get("task", "composition") != "composition":
-        return None
-    from verify.theorems import floor_root_power_of_two, theorem_1_1_exponent
-
-    return floor_root_power_of_two(int(n), theorem_1_1_exponent(L))
-
-
-def _outcome_label(row: dict[str, Any]) -> str:
-    head = row["task"] if row["L"] is None else f"L={row['L']}"
-    architecture = row["architecture"]
-    weights = row.get("weights")
-    if weights and not row.get("control") and architecture.endswith(")"):
-        architecture = f"{architecture[:-1]}, {weights} weights)"
-    return f"{head}: {architecture}"
-
-
-def _small_panel(axes, members, labels, groups, n_ctx) -> None:
-    """Rows at runnable sizes on a linear Hdp axis from 0, with Theorem 1.1's threshold per depth (a green line,
-    tiny at these prompt lengths) and its value in words."""
-    values = [row["budget"]["Hdp"] for row, _ in members]
-    axes.set_xlim(-0.02 * max(values), max(values) * 1.12)  # the threshold line stays clear of the spine
-    covered: dict[int, tuple[int, int]] = {}
-    for row, _ in members:
-        largest = covered_Hdp(row, n_ctx)
-        if largest is not None:
-            covered.setdefault(row["L"], (largest, row.get("n_ctx") or n_ctx.get(row["L"])))
-    for L, (largest, n) in covered.items():
-        ys = groups[L]
-        axes.plot([largest, largest], [min(ys) - 0.4, max(ys) + 0.4], color=COVERED_COLOUR, linewidth=2.5,
-                  solid_capstyle="butt")
-        axes.text(largest + 0.02 * max(values), (min(ys) + max(ys)) / 2,
-                  f"Theorem 1.1 covers only\nHdp ≤ {largest:,} at n = {n}", fontsize=7, va="center", color="#1b6e1b")
-    axes.set_xlabel("Hdp (heads × head dimension × bits), linear scale")
-
-
-def _theorem_panel(axes, members, labels, n_ctx) -> None:
-    """Theorem-scale rows on a log Hdp axis, each with the band of budgets Theorem 1.1 covers at its n."""
-    values = [row["budget"]["Hdp"] for row, _ in members]
-    values += [covered_Hdp(row, n_ctx) or row["budget"]["Hdp"] for row, _ in members]
-    low, high = min(values) / 40, max(values) * 4  # room left of each point for its words
-    axes.set_xscale("log")
-    axes.set_xlim(low, high)
-    for row, _ in members:
-        largest = covered_Hdp(row, n_ctx)
-        if largest is None:
-            continue
-        y, Hdp = labels.index(_outcome_label(row)), row["budget"]["Hdp"]
-        axes.barh(y, largest - low, left=low, height=0.55, color=COVERED_COLOUR, alpha=0.25, zorder=1)
-        axes.plot([largest, largest], [y - 0.3, y + 0.3], color=COVERED_COLOUR, linewidth=2.5)
-        axes.annotate(f"Hdp {Hdp:,} {'≤' if Hdp <= largest else '>'} {largest:,}", (Hdp, y), xytext=(0, 9),
-                      textcoords="offset points", ha="right", va="bottom", fontsize=7, color="#1b6e1b")
-    axes.set_xlabel("Hdp, log scale")
-
-
-def plot_outcomes(path: Path, rows: list[dict[str, Any]]):
-    """One line per row (depth, architecture, weights), its budget Hdp on x, its marker its category. Separation
-    rows (theorem scale) sit on a second, log-scaled panel beside the rows at runnable sizes (a broken x axis);
-    on both, green marks the budgets Theorem 1.1 covers at the row's prompt length. Returns the Figure."""
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    drawn = [(row, row.get("category") or category(row)) for row in sorted(rows, key=_order) if row.get("budget")]
-    drawn = [(row, kind) for row, kind in drawn if kind in CATEGORY_STYLE]
-    figure = Figure(figsize=(12, 0.32 * max(1, len({_outcome_label(row) for row, _ in drawn})) + 2.6),
-                    layout="constrained")
-    if not drawn:
-        axes = figure.subplots()
-        axes.text(0.5, 0.5, "no row with a budget and an outcome to draw", ha="center", va="center")
-        axes.set_axis_off()
-        figure.savefig(path, dpi=110)
-        return figure
-    n_ctx: dict[int, int] = {}
-    for row, _ in drawn:
-        if row.get("n_ctx") and row["L"] is not None and row.get("task") == "composition":
-            n_ctx.setdefault(row["L"], int(row["n_ctx"]))
-    labels = list(dict.fromkeys(_outcome_label(row) for row, _ in drawn))
-    groups: dict[Any, list[int]] = {}
-    for row, _ in drawn:
-        groups.setdefault(row["task"] if row["L"] is None else row["L"], []).append(labels.index(_outcome_label(row)))
-    is_theorem = [row["stage"] == "separation" or bool(row.get("largest_covered_Hdp")) for row, _ in drawn]
-    theorem = [entry for entry, big in zip(drawn, is_theorem) if big]
-    small = [entry for entry, big in zip(drawn, is_theorem) if not big]
-    if theorem and small:
-        left, right = figure.subplots(1, 2, sharey=True, width_ratios=[2, 1], gridspec_kw={"wspace": 0.02})
-        panels = [(left, small), (right, theorem)]
-        left.set_title("constructions and probes at runnable sizes", fontsize=9)
-        right.set_title("theorem scale: separation rows", fontsize=9)
-        right.tick_params(axis="y", left=False)
-        left.spines["right"].set_linestyle((0, (4, 4)))
-        right.spines["left"].set_linestyle((0, (4, 4)))
-    else:
-        left = figure.subplots()
-        panels = [(left, small or theorem)]
-    for axes, members in panels:
-        if members is small:
-            _small_panel(axes, members, labels, groups, n_ctx)
-        else:
-            _theorem_panel(axes, members, labels, n_ctx)
-        for row, kind in members:
-            marker, colour, _ = CATEGORY_STYLE[kind]
-            paint = {"color": colour} if marker == "x" else {  # hollow: no failing input found
-                "facecolors": "none" if row["status"] == NONE_FOUND else colour, "edgecolors": colour}
-            axes.scatter(row["budget"]["Hdp"], labels.index(_outcome_label(row)), marker=marker, s=70, zorder=3,
-                         linewidths=1.5, **paint)
-        axes.grid(True, axis="x", alpha=0.3)
-        for ys in list(groups.values())[1:]:
-            axes.axhline(min(ys) - 0.5, color="#bbbbbb", linewidth=0.8)
-    left.set_yticks(range(len(labels)), labels, fontsize=8)
-    left.set_ylim(len(labels) - 0.5, -0.5)
-    figure.suptitle("Outcome of each row against its budget Hdp: what it proves, and what it is evidence of",
-                    fontsize=11)
-    kinds = {kind for _, kind in drawn}
-    handles = [Line2D([], [], linestyle="", marker=marker, color=colour, markersize=8, markeredgewidth=1.5,
-                      label=words) for kind, (marker, colour, words) in CATEGORY_STYLE.items() if kind in kinds]
-    if any(row["status"] == NONE_FOUND for row, _ in drawn):
-        handles.append(Line2D([], [], linestyle="", marker="o", color="black", fillstyle="none", markersize=8,
-                              label="hollow: no failing input found"))
-    if any(covered_Hdp(row, n_ctx) is not None for row, _ in drawn):
-        handles.append(Patch(color=COVERED_COLOUR, alpha=0.5,
-                             label="budgets Theorem 1.1 covers: Hdp ≤ n^(2^-(4L+2)) at the row's prompt length n"))
-    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    figure.savefig(path, dpi=110)
-    return figure

@@ -1,4 +1,4 @@
-"""verify.search.margin: the logit margin, and the probes that walk it down to failures of good networks.
+"""verify.check.margin_guided: the logit margin, and the checks that walk it down to failures of good networks.
 
 Every expected answer comes from the plain reference in reference_tasks.py, every output from a fresh executor run;
 the search code is trusted for nothing it reports.
@@ -11,7 +11,9 @@ import pytest
 
 import witness
 from tests.oracles.reference_tasks import composition_answer_from_tokens
-from verify.search import margin, probes
+from verify.check import margin_guided as margin
+from verify.check import sampled
+from verify.result import Status
 from witness.arith import arithmetic, parse_format
 from witness.errors import OverflowInFormat
 from witness.execute import logit_margins, run
@@ -102,9 +104,10 @@ def test_weights_that_overflow_the_format_leave_every_margin_minus_infinity(cons
     with pytest.raises(OverflowInFormat, match="weights"):
         run(construction, tokens[0], arith)
     assert np.isneginf(margin.margin(construction, tokens, arith)).all()
-    found = margin.hypothesis_margin(construction, arith, max_examples=5, seed=0)
-    assert 0 < found.searched["failing"] <= found.searched["inputs"] == 5 and found.failures
-    assert all(failure.output is None for failure in found.failures)  # confirmed: the fresh run overflowed too
+    found = margin.hypothesis_margin(construction, arith, max_examples=5, seed=0, max_failures=5)
+    assert 0 < found.failures <= found.checked == 5 and found.kept and found.status is Status.FALSIFIED
+    assert all(failure.output is None for failure in found.kept)  # confirmed: the fresh run overflowed too
+    assert found.counterexample.output.startswith("overflow")
 
 
 def test_single_token_edits_are_the_legal_neighbours(construction):
@@ -118,13 +121,16 @@ def test_single_token_edits_are_the_legal_neighbours(construction):
     assert len(margin.single_token_edits(tokens, radices, offsets, 3, np.random.default_rng(0))) == 3
 
 
-# -- the probes -------------------------------------------------------------------------------------------------------
-def test_the_probes_find_nothing_on_the_correct_construction(construction):
-    found = margin.margin_search(construction, FP64, runs=777, seed=3)
-    assert found.failures == ()
-    assert (found.searched["method"], found.searched["inputs"], found.searched["failing"]) == ("margin", 777, 0)
-    targeted = margin.hypothesis_margin(construction, FP64, max_examples=30, seed=0)
-    assert targeted.failures == () and targeted.searched["failing"] == 0 and targeted.searched["inputs"] == 30
+# -- the checks -------------------------------------------------------------------------------------------------------
+def test_the_checks_find_nothing_on_the_correct_construction_and_never_verify(construction):
+    found = margin.margin_search(construction, FP64, runs=777, seed=3, max_failures=5)
+    assert (found.status, found.method, found.checked, found.failures, found.kept) == (Status.UNKNOWN, "margin", 777,
+                                                                                       0, ())
+    assert set(found.detail) == {"seed", "chains", "edits", "starts"} and found.detail["seed"] == 3
+    targeted = margin.hypothesis_margin(construction, FP64, max_examples=30, seed=0, max_failures=5)
+    assert (targeted.status, targeted.method, targeted.checked, targeted.failures) == (Status.UNKNOWN,
+                                                                                       "hypothesis_margin", 30, 0)
+    assert targeted.detail == {"seed": 0, "max_examples": 30}
 
 
 def test_margin_search_failures_replay_and_are_reproducible(construction, broken):
@@ -132,33 +138,30 @@ def test_margin_search_failures_replay_and_are_reproducible(construction, broken
     wrong = {tuple(row) for row in inputs[~answered_right(broken, inputs, FP64)]}
     assert len(wrong) == 8  # 0.8% of the family
     found = margin.margin_search(broken, FP64, runs=1500, seed=0, max_failures=3)
-    assert found.searched["inputs"] == 1500 and 0 < found.searched["failing"] <= len(wrong)
-    assert len(found.failures) == min(3, found.searched["failing"])
-    for failure in found.failures:
+    assert found.checked == 1500 and 0 < found.failures <= len(wrong) and found.status is Status.FALSIFIED
+    assert len(found.kept) == min(3, found.failures)
+    for failure in found.kept + (found.counterexample,):
         assert tuple(failure.tokens) in wrong
         assert_replayed_wrong(broken, failure, FP64)
-    again = margin.margin_search(broken, FP64, runs=1500, seed=0, max_failures=3)
-    assert again.failures == found.failures
-    assert {**again.searched, "seconds": 0} == {**found.searched, "seconds": 0}
+    assert margin.margin_search(broken, FP64, runs=1500, seed=0, max_failures=3) == found
 
 
 def test_hypothesis_margin_failures_replay_and_are_reproducible(construction):
     network = perturbed(construction, 0.1, seed=1)  # wrong on 18% of the family: any search meets failures
-    found = margin.hypothesis_margin(network, FP64, max_examples=60, seed=1)
-    assert found.searched["inputs"] == 60 and found.failures
-    for failure in found.failures:
+    found = margin.hypothesis_margin(network, FP64, max_examples=60, seed=1, max_failures=5)
+    assert found.checked == 60 and found.kept
+    for failure in found.kept:
         assert_replayed_wrong(network, failure, FP64)
-    again = margin.hypothesis_margin(network, FP64, max_examples=60, seed=1)
-    assert again.failures == found.failures and again.searched["failing"] == found.searched["failing"]
+    assert margin.hypothesis_margin(network, FP64, max_examples=60, seed=1, max_failures=5) == found
 
 
 def test_margin_search_beats_uniform_sampling_on_a_nearly_right_network():
     """A network wrong on 0.7% of its 8 * 8^8 inputs: at the same 2000 runs the descent finds several times the
     failing inputs sampling does (measured 44, 37, 36 against 12, 9, 13 for seeds 0-2)."""
     network = perturbed(witness.compile("composition", L=1, m=8), 0.03, seed=1)
-    sampled = probes.sampled(network, FP64, count=2000, seed=0)
-    found = margin.margin_search(network, FP64, runs=2000, seed=0)
-    assert found.searched["inputs"] == sampled.searched["inputs"] == 2000
-    assert found.searched["failing"] >= 2 * sampled.searched["failing"] > 0
-    for failure in found.failures:
+    uniform = sampled(network, 2000, 0, FP64, stop_at_overflow=False)
+    found = margin.margin_search(network, FP64, runs=2000, seed=0, max_failures=5)
+    assert found.checked == uniform.checked == 2000
+    assert found.failures >= 2 * uniform.failures > 0
+    for failure in found.kept:
         assert_replayed_wrong(network, failure, FP64)

@@ -1,0 +1,181 @@
+"""The configuration of `witness hierarchy`: its JSON schema, read and validated into frozen dataclasses.
+
+`experiments/hierarchy.json` is the embedded default; its `quick` section replaces whole sections for `--quick`.
+The sections:
+
+* `levels` {L: {m, n}}: the depths, each the size of its composition task (m, and n = [n_1 .. n_{L-1}]);
+* `certify` {family, semantics, fallback_format}: how the constructions' p* is searched (`verify.precision`'s
+  format family), under which semantics, and the format a row gets where no format of the family verifies
+  (default fp16);
+* `precision_sweep` {family, log2_m: {semantics: [j, ...]}}: the p* plot's sizes m = 2^j per semantics;
+* `probes` {runs: [{weights, seed}], mixer, linear_per_gap, effort}: the probed networks of every depth (weights
+  random or trained), the recurrent mixer of the hybrids and how many per gap;
+* `two_sum` {n, M, t, block, k, runs, effort}: the 2-Sum task, the (block, k)-sparse layer probed, its networks;
+* `separation` {L: [...]} (optional): the depths whose separation is certified at the theorem's own scale;
+* `capacity` (optional): the fields of `experiments.capacity.CapacitySpec`, a capacity curve trained beside the
+  probes.
+
+An `effort` holds the search function's own keyword settings (samples, hypothesis_examples, train_steps, ...),
+passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from experiments.capacity import CapacitySpec
+from verify import precision
+from witness.arith import arithmetic, parse_format
+from witness.errors import FileFormatError, ParameterError, WitnessError
+from witness.tasks import task_from_params
+
+DEFAULT_CONFIG = Path(__file__).parents[1] / "hierarchy.json"
+SECTIONS = ("levels", "certify", "precision_sweep", "probes", "two_sum")
+#: The paper's two tasks: that of the `levels` section (one composition task per depth) and of `two_sum`.
+COMPOSITION, TWO_SUM = "composition", "two_sum"
+
+
+class Level(NamedTuple):
+    L: int
+    m: int
+    n: tuple[int, ...]
+
+    def params(self) -> dict[str, Any]:
+        return {"L": self.L, "m": self.m, "n": list(self.n)}
+
+
+class Run(NamedTuple):
+    """One probed network: its weights ("random", "trained", or the construction's own, "natural") and seed."""
+
+    weights: str
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weights": self.weights, "seed": self.seed}
+
+
+def _runs(runs) -> tuple[Run, ...]:
+    runs = tuple(Run(str(weights), int(seed)) for weights, seed in runs)
+    if not runs:
+        raise ParameterError("probes need at least one run (weights, seed)")
+    return runs
+
+
+@dataclass(frozen=True)
+class TwoSumConfig:
+    """The `two_sum` section: the task (n, M, t), the (block, k)-sparse layer probed and the probed networks."""
+
+    n: int
+    M: int
+    t: int
+    block: int
+    k: int
+    effort: dict[str, Any]
+    runs: tuple[Run, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "runs", _runs(self.runs))
+        task_from_params(TWO_SUM, self.task_params())  # raises ParameterError on a bad size
+
+    def task_params(self) -> dict[str, int]:
+        return {"n": self.n, "M": self.M, "t": self.t}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "M": self.M, "t": self.t, "block": self.block, "k": self.k, "effort": self.effort,
+                "runs": [run.to_json() for run in self.runs]}
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated configuration (the module docstring describes the sections)."""
+
+    levels: tuple[Level, ...]
+    family: str
+    semantics: str
+    fallback_format: str
+    sweep_family: str
+    sweep_log2_m: tuple[tuple[str, tuple[int, ...]], ...]
+    runs: tuple[Run, ...]
+    mixer: str
+    linear_per_gap: int
+    effort: dict[str, Any]
+    two_sum: TwoSumConfig
+    separation: tuple[int, ...] = ()
+    capacity: dict[str, Any] | None = None  # as configured: report.json repeats it so
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(Level(L, m, tuple(n)) for L, m, n in self.levels))
+        for level in self.levels:
+            task_from_params(COMPOSITION, level.params())  # raises ParameterError on a bad size
+        for family in (self.family, self.sweep_family):
+            if family not in precision.FAMILIES:
+                raise ParameterError(f"format family must be one of {sorted(precision.FAMILIES)}, got {family!r}")
+        arithmetic(parse_format(self.fallback_format), self.semantics)  # a format the semantics can run
+        object.__setattr__(self, "runs", _runs(self.runs))
+        self.capacity_spec()  # raises ParameterError on a bad curve
+
+    def capacity_spec(self) -> CapacitySpec | None:
+        return None if self.capacity is None else CapacitySpec(**self.capacity)
+
+    def select(self, depths: list[int] | None) -> Config:
+        """The same configuration restricted to the depths `depths` (each must be configured)."""
+        if depths is None:
+            return self
+        known = {level.L for level in self.levels}
+        missing = sorted(set(depths) - known)
+        if missing:
+            raise ParameterError(f"--L {missing}: the configuration has levels {sorted(known)} only")
+        return replace(self, levels=tuple(level for level in self.levels if level.L in set(depths)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as report.json records it (the file's layout, without `quick`)."""
+        return {"levels": {str(level.L): {"m": level.m, "n": list(level.n)} for level in self.levels},
+                "certify": {"family": self.family, "semantics": self.semantics,
+                            "fallback_format": self.fallback_format},
+                "precision_sweep": {"family": self.sweep_family,
+                                    "log2_m": {semantics: list(js) for semantics, js in self.sweep_log2_m}},
+                "probes": {"runs": [run.to_json() for run in self.runs], "mixer": self.mixer,
+                           "linear_per_gap": self.linear_per_gap, "effort": self.effort},
+                "two_sum": self.two_sum.to_json(), "separation": {"L": list(self.separation)},
+                "capacity": self.capacity}
+
+
+def _read_runs(raw) -> tuple[Run, ...]:
+    return tuple(Run(run["weights"], run["seed"]) for run in raw)
+
+
+def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
+    """The configuration in `path` (default: the embedded one), with its `quick` section applied if asked."""
+    path = DEFAULT_CONFIG if path is None else Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise FileFormatError(f"{path}: not JSON ({exc})") from None
+    try:
+        if quick:
+            raw = {**raw, **raw.get("quick", {})}
+        missing = [name for name in SECTIONS if name not in raw]
+        if missing:
+            raise FileFormatError(f"{path}: missing sections {missing}")
+        cert, sweep, probes, two_sum = raw["certify"], raw["precision_sweep"], raw["probes"], raw["two_sum"]
+        levels = tuple(sorted(Level(int(L), int(level["m"]), tuple(int(v) for v in level["n"]))
+                              for L, level in raw["levels"].items()))
+        return Config(
+            levels=levels, family=cert["family"], semantics=cert["semantics"],
+            fallback_format=cert.get("fallback_format", "fp16"), sweep_family=sweep["family"],
+            sweep_log2_m=tuple((semantics, tuple(int(j) for j in js)) for semantics, js in sweep["log2_m"].items()),
+            runs=_read_runs(probes["runs"]), mixer=str(probes["mixer"]), linear_per_gap=int(probes["linear_per_gap"]),
+            effort=dict(probes["effort"]),
+            two_sum=TwoSumConfig(**{key: two_sum[key] for key in ("n", "M", "t", "block", "k", "effort")},
+                                 runs=_read_runs(two_sum["runs"])),
+            separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])),
+            capacity=raw.get("capacity"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, WitnessError):
+            raise
+        raise FileFormatError(f"{path}: bad configuration ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,155 @@
+"""The rows of `witness hierarchy`: what each job kind returns, and how report.json writes it.
+
+Every field of report.json's rows is a field here, in the order report.json lists them (`experiments.rows.Row`);
+`category` is not: it is derived from the other fields when the report is written (`evidence.category_of`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from experiments.rows import Row, optional
+
+#: Row statuses. Only CERTIFIED is a statement about every input.
+CERTIFIED, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
+    "certified", "unknown", "failures found", "none found", "not available")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstructionRow(Row):
+    """A construction compiled, its p* found by certify and certified there (stage 1). A construction that is not
+    installed has neither n_ctx, p* search, format nor budget; one certify could not prove has no certificate."""
+
+    STAGE: ClassVar[str] = "construction"
+    L: int | None
+    task: str
+    name: str
+    construction: str
+    architecture: str
+    params: dict[str, Any]
+    semantics: str
+    network: str | None = None
+    certificate: str | None = None
+    n_ctx: int | None = optional()
+    min_precision: dict[str, Any] | None = optional()
+    status: str
+    format: str | None = optional()
+    budget: dict[str, Any] | None = optional()
+    evidence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeparationRow(Row):
+    """The (L+1)-layer construction certified at the smallest size where Theorem 1.1 covers its budget
+    (`experiments.separation`); its certificate needs no network file. `replayed_from` names the stored separation
+    a replaying run re-checked."""
+
+    STAGE: ClassVar[str] = "separation"
+    L: int
+    task: str
+    name: str
+    construction: str
+    architecture: str
+    params: dict[str, Any]
+    semantics: str
+    format: str
+    network: None = None
+    certificate: str
+    report: str
+    budget: dict[str, Any]
+    status: str = CERTIFIED
+    covered: bool
+    prompt_length: str
+    prompt_length_log2: str
+    largest_covered_Hdp: dict[str, Any]
+    cpw_covered: bool
+    evidence: str
+    replayed_from: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRow(Row):
+    """One network of a weaker architecture (or a trained control) searched for failures within a construction's
+    budget. `table_bits` (N log2 N of the last table) exists for the composition probes; `control_learned` once the
+    row was judged against its trained control (`evidence.judge_against_controls`)."""
+
+    STAGE: ClassVar[str] = "probe"
+    L: int | None
+    task: str
+    name: str
+    architecture: str
+    params: dict[str, Any]
+    weights: str
+    seed: int
+    format: str
+    semantics: str
+    network: str
+    certificate: None = None
+    budget: dict[str, Any]
+    control: bool
+    replayed_from: str | None = None
+    failures: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+    searched: dict[str, Any]
+    failing: int
+    tried: int
+    trained_accuracy: float | None
+    table_bits: float | None = optional()
+    status: str
+    evidence: str
+    control_learned: bool | None = optional()
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.weights != "trained":  # trained weights come from a file: null where this run trained them
+            del data["replayed_from"]
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrecisionPoint(Row):
+    """p* of the composition construction at one balanced size (m = n_1 = ... = n_{L-1}), for the first plot."""
+
+    STAGE: ClassVar[str] = "precision"
+    L: int
+    m: int
+    n: list[int]
+    semantics: str
+    prompt_length: int
+    log2_n: float
+    p: int | None
+    format: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoundsRow(Row):
+    """The theorems evaluated at one row's budget and prompt length (stage 4): which apply, and their thresholds
+    in words. A separation row's bounds name its report (`separation`)."""
+
+    STAGE: ClassVar[str] = "bounds"
+    L: int | None
+    task: str
+    Hdp: int
+    n: int | str
+    applies: dict[str, bool]
+    thresholds: dict[str, str]
+    separation: str | None = optional()
+
+
+#: The rows of report.json's "rows", by their stage.
+OUTCOME_ROWS = {cls.STAGE: cls for cls in (ConstructionRow, SeparationRow, ProbeRow)}
+OutcomeRow = ConstructionRow | SeparationRow | ProbeRow
+
+
+def outcome_row_from_json(data: dict[str, Any]) -> OutcomeRow:
+    """A row of report.json's "rows" read back into its type (its derived `category` dropped)."""
+    fields = {key: value for key, value in data.items() if key != "category"}
+    return OUTCOME_ROWS[data["stage"]].from_json(fields)
+
+
+def table_order(row: dict[str, Any]) -> tuple:
+    """Where a row of report.json's "rows" stands in the report's tables and plots: by depth (2-Sum, which has
+    none, last), constructions before the separation before the probes, then by name."""
+    stage = {"construction": 0, "separation": 1}.get(row["stage"], 2)
+    return (row["L"] is None, row["L"] or 0, stage, row["name"])
