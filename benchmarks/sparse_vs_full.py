@@ -23,7 +23,8 @@ from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 import witness
 from constructions import two_sum_sparse
-from verify.search import collisions, sparse
+from lab import architectures
+from verify.search import collisions
 from witness.arith import arithmetic
 from witness.execute import run
 from witness.tasks import TwoSum
@@ -63,7 +64,7 @@ def main() -> None:
           f"{'pairs/s':>8} {'seconds':>8}")
     for n in (32, 64):
         task = TwoSum(n, n, 0)
-        random = sparse.sparse_architecture(task, args.block, args.k, H=1, d_head=1, d_model=1).initial_network(task, 0)
+        random = architectures.sparse_architecture(task, args.block, args.k, H=1, d_head=1, d_model=1).initial_network(task, 0)
         for name, network in (("natural", two_sum_sparse.natural(n, n, 0, args.block, args.k)),
                               ("random, H 1, d 1", random)):
             _, record = collisions.collision_pairs(network, arith, attempts=args.attempts, seed=0,

@@ -31,7 +31,9 @@ import gmpy2
 from constructions.composition import describe
 from verify import checker
 from verify.certify import Construction, certify
-from verify.result import Status
+from verify.certify.networks import unknown
+from verify.precision import min_precision
+from verify.result import Result, Status
 from verify import theorems as theorem_bounds
 from witness.arith import arithmetic, parse_format
 from witness.arith.formats import Float
@@ -83,39 +85,52 @@ def covering(L: int, n: int, Hdp: int) -> dict[str, Any]:
     return out
 
 
-def formats_up_to(bits: int) -> list[Float]:
-    return [Float(p - 1 - E, E) for p in range(4, bits + 1) for E in EXPONENTS if p - 1 - E in MANTISSAS]
+#: The reason of a format the checker does not reason about; such trials are not listed.
+OUTSIDE = "outside the formats the checker reasons about"
+
+
+def size_checker(k: int, target: Construction, progress: Callable[[str], None] | None, calls: list[int]):
+    """The checker `verify.precision.min_precision` runs at size k: the parametric certifier under `theory`, except
+    for formats outside EXPONENTS and MANTISSAS (not tried) and formats whose largest value is below the attention
+    weight C, which the checker refuses for that reason alone (listed, with no certify call). `calls` counts the
+    certify calls."""
+    C = describe(target.L, target.m, target.n).C
+
+    def check_format(fmt: Float, semantics: str) -> Result:
+        arith = arithmetic(fmt, semantics)
+        if fmt.exponent not in EXPONENTS or fmt.mantissa not in MANTISSAS:
+            return unknown(arith, OUTSIDE)
+        if fmt.max_finite < C:
+            return unknown(arith, f"the weight C = 2 beta = {C} overflows {fmt.name}")
+        result = certify(target, arith)
+        calls[0] += 1
+        if progress:
+            progress(f"k = {k}: {fmt.name} {result.status.value}")
+        return result
+
+    return check_format
 
 
 def separation(L: int, progress: Callable[[str], None] | None = None, k_max: int = 10**6) -> dict[str, Any]:
     """The smallest covered size of the family, certified there (module docstring). Returns the summary, with the
-    certificate and the trials."""
+    certificate and the trials. At each size, p* within the theorem's p_max is `verify.precision.min_precision`'s
+    every-split search (fewest bits first, then fewest exponent bits), which keeps the certificate it found."""
     L = check_int("L", L, 1)
-    scanned, tried = 0, 0
+    scanned, calls = 0, [0]
     for k in range(2 if L == 1 else 1, k_max + 1):
         target = family(L, k)
         n = target.task.prompt_length
-        description = describe(target.L, target.m, target.n)
         shape = budget(target, 1)
         p_max = theorem_bounds.floor_root_power_of_two(n, theorem_bounds.theorem_1_1_exponent(L)) // (
             shape["H"] * shape["d"])
         if p_max < 4:  # no float format has fewer than 4 bits
             continue
         scanned += 1
-        trials = []
-        for fmt in formats_up_to(p_max):
-            if fmt.max_finite < description.C:
-                trials.append({"format": fmt.name, "p": fmt.bits, "status": "unknown",
-                               "reason": f"the weight C = 2 beta = {description.C} overflows {fmt.name}"})
-                continue
-            result = certify(target, arithmetic(fmt, SEMANTICS))
-            tried += 1
-            trials.append({"format": fmt.name, "p": fmt.bits, "status": result.status.value,
-                           "reason": result.detail.get("reason", "")})
-            if progress:
-                progress(f"k = {k}: {fmt.name} {result.status.value}")
-            if result.status is Status.VERIFIED:
-                return _summary(L, k, target, fmt, result.detail["certificate"], trials, scanned, tried)
+        found = min_precision(size_checker(k, target, progress, calls), "float", SEMANTICS, max_bits=p_max)
+        trials = [{"format": trial.format, "p": trial.p, "status": trial.status, "reason": trial.note}
+                  for trial in found.trials if trial.note != OUTSIDE]
+        if found.status is Status.VERIFIED:
+            return _summary(L, k, target, parse_format(found.format), found.certificate, trials, scanned, calls[0])
     raise ParameterError(f"no size of the L = {L} family up to k = {k_max} is covered and certified")
 
 

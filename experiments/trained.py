@@ -66,17 +66,11 @@ class ReplayCheck(Row):
 
 def architecture(job: dict[str, Any]):
     """The `lab.train.Architecture` a probe job of kind hybrid / full / control / sparse searches."""
-    from lab import architectures
-    from verify.search.sparse import sparse_architecture
+    from lab.architectures import architecture_of_kind
 
-    shape, options, mlp = job["shape"], job["architecture_options"], job["training"]["mlp_ratio"]
-    kind = job["architecture_kind"]
-    if kind == "hybrid":
-        return architectures.hybrid_architecture(options["full_layers"], options["linear_per_gap"],
-                                                 options["mixer"], **shape, mlp_ratio=mlp)
-    if kind in ("full", "control"):
-        return architectures.full_architecture(options["layers"], **shape, mlp_ratio=mlp)
-    return sparse_architecture(task_of(job), options["block"], options["k"], **shape, mlp_ratio=mlp)
+    kind = "full" if job["architecture_kind"] == "control" else job["architecture_kind"]  # a control is full attention
+    return architecture_of_kind(kind, task_of(job), **job["shape"], mlp_ratio=job["training"]["mlp_ratio"],
+                                **job["architecture_options"])
 
 
 def task_of(job: dict[str, Any]):

@@ -4,6 +4,10 @@
   them a gap of recurrent (linear-attention) layers and one more gap after the last, each gap `linear_per_gap`
   layers long (one int for every gap, or one int per gap); an MLP after every mixing layer.
 * `full_architecture(...)`: CPW's negative side, a plain stack of causal full-attention layers, an MLP after each.
+* `sparse_architecture(...)`: Theorem 1.2's, one (B,k)-block-sparse attention layer read at every position.
+
+`architecture_of_kind(kind, task, ...)` is any of the three by name (`KINDS`, `witness train --arch`), given exactly
+the options its shape needs.
 
 `hybrid(task, ...)` and `full(task, ...)` are those architectures with seeded random weights;
 `network(architecture, task, weights, seed)` gives the IR network: `random` weights (the trainer's seeded
@@ -20,7 +24,7 @@ from typing import Any
 from witness.errors import ParameterError
 from witness.io import load
 from witness.ir import Network
-from witness.mixers import RECURRENT_MIXERS
+from witness.mixers import RECURRENT_MIXERS, BlockSparseAttention
 from witness.tasks.base import check_int
 
 #: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).
@@ -77,6 +81,62 @@ def full_architecture(layers: int, H: int, d_head: int, d_model: int, mlp_ratio:
     count = check_int("layers", layers, 1)
     spec = train.LayerSpec(d_mlp=_mlp_width(d_model, mlp_ratio))
     return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(spec,) * count)
+
+
+def sparse_architecture(task, block: int, k: int, H: int, d_head: int, d_model: int, mlp_ratio: int = MLP_RATIO):
+    """`Architecture`: one (block, k)-sparse attention layer (causal as the task is), then an MLP (mlp_ratio x
+    d_model wide; 2-Sum's comparison needs one), read at every position."""
+    train = _training()
+    layer = train.LayerSpec(causal=task.causal,
+                            d_mlp=check_int("mlp_ratio", mlp_ratio, 1) * check_int("d_model", d_model, 1),
+                            mixer=BlockSparseAttention.kind, options={"block": block, "k": k})
+    return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(layer,), read="all")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An architecture kind of `architecture_of_kind`: the options its shape needs (it takes no others), where its
+    networks are read (`Architecture.read`), and the MLP ratio it trains with when none is given."""
+
+    options: tuple[str, ...]
+    read: str
+    mlp_ratio: int
+
+
+#: The architecture kinds by name. Full and hybrid train without MLPs unless told otherwise (their pointer look-ups
+#: train more reliably without); sparse with them (2-Sum's comparison needs one).
+KINDS = {
+    "full": Kind(("layers",), "last", 0),
+    "hybrid": Kind(("full_layers", "linear_per_gap", "mixer"), "last", 0),
+    "sparse": Kind(("block", "k"), "all", MLP_RATIO),
+}
+
+
+def architecture_of_kind(kind: str, task, *, H: int, d_head: int, d_model: int, mlp_ratio: int | None = None,
+                         **options: Any):
+    """The `Architecture` of kind `kind` (`KINDS`) for `task`: `options` are the shape options of every kind, None
+    where not given, and exactly those of `kind` must be given; `mlp_ratio` None is the kind's own. A task read at
+    every position needs a kind read there, and a task read at its last position one read there."""
+    if kind not in KINDS:
+        raise ParameterError(f"architecture kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    spec = KINDS[kind]
+    given = sorted(name for name, value in options.items() if value is not None)
+    if given != sorted(spec.options):
+        raise ParameterError(f"architecture {kind} takes {', '.join(spec.options)} and no other architecture "
+                             f"options; given: {', '.join(given) or 'none'}")
+    read = "all" if len(task.read_positions) > 1 else "last"
+    if spec.read != read:
+        fitting = " or ".join(name for name, other in KINDS.items() if other.read == read)
+        where = {"all": "every position", "last": "its last position only"}
+        raise ParameterError(f"{task.name} is read at {where[read]}, architecture {kind} at {where[spec.read]}: "
+                             f"train it with {fitting}")
+    shape = {"H": H, "d_head": d_head, "d_model": d_model,
+             "mlp_ratio": spec.mlp_ratio if mlp_ratio is None else mlp_ratio}
+    if kind == "full":
+        return full_architecture(options["layers"], **shape)
+    if kind == "hybrid":
+        return hybrid_architecture(options["full_layers"], options["linear_per_gap"], options["mixer"], **shape)
+    return sparse_architecture(task, options["block"], options["k"], **shape)
 
 
 def hybrid(task, L_full: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int, d_model: int,
@@ -145,5 +205,5 @@ def network(architecture, task, weights: str = "random", seed: int = 0, train_se
     return loaded, Weights(weights)
 
 
-__all__ = ["hybrid", "full", "hybrid_architecture", "full_architecture", "network", "gap_lengths", "layer_kinds",
-           "Weights", "MLP_RATIO"]
+__all__ = ["hybrid", "full", "hybrid_architecture", "full_architecture", "sparse_architecture", "architecture_of_kind",
+           "KINDS", "Kind", "network", "gap_lengths", "layer_kinds", "Weights", "MLP_RATIO"]

@@ -214,7 +214,7 @@ def parse_problem(argv: list[str]) -> str | None:
     if extra and args.command != "compile":  # compile reads its construction's options itself
         return f"unknown arguments {extra}"
     if args.command == "compile":
-        from cli.main import construction_options
+        from cli.options import construction_options
 
         try:
             construction_options(args.construction, extra)

@@ -149,7 +149,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if not (of[EVIDENCE] or of[NO_EVIDENCE] or of[CONTROL]):
         lines.append("* **Evidence** from trained probes: none; this configuration trains no probe.")
     elif of[EVIDENCE]:
-        lines.append(f"* **Evidence** (trained probes whose trained control learned at the same format): "
+        lines.append("* **Evidence** (trained probes whose trained control learned at the same format): "
                      + ", ".join(f"{row['name']} ({row['failing']} of {row['tried']} inputs failed)"
                                  for row in of[EVIDENCE]) + " — training did not find a solution; none exists is "
                      "not proven.")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import witness
-from cli.main import CliError, check_output_file, check_output_folder, main
+from cli.common import CliError, check_output_file, check_output_folder
+from cli.main import main
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def refused(capsys, argv: list[str], *names: str) -> str:
 
 
 def test_compile_to_a_folder_is_called_a_folder(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr("cli.main.compile", must_not_run)
+    monkeypatch.setattr("cli.networks.compile", must_not_run)
     err = refused(capsys, ["compile", "composition", "--L", "1", "--m", "4", "-o", str(tmp_path)], "-o",
                   str(tmp_path), "is a folder")
     assert list(tmp_path.iterdir()) == [], err
@@ -48,7 +49,7 @@ def test_compile_to_a_folder_is_called_a_folder(capsys, tmp_path, monkeypatch):
                                          ("/proc/witness-nope.npz", "/proc")])
 def test_compile_to_a_place_it_cannot_write(capsys, tmp_path, monkeypatch, where, says):
     (tmp_path / "file").write_text("a file, not a folder")
-    monkeypatch.setattr("cli.main.compile", must_not_run)
+    monkeypatch.setattr("cli.networks.compile", must_not_run)
     path = where if where.startswith("/") else str(tmp_path / where)
     refused(capsys, ["compile", "composition", "--L", "1", "--m", "4", "-o", path], "-o", path, says)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
@@ -64,7 +65,7 @@ def test_certify_checks_its_out_before_proving(capsys, tmp_path, monkeypatch, ne
 
 @pytest.mark.parametrize("option", ["--plot", "--graph"])
 def test_inspect_images_to_a_folder_or_an_unknown_suffix(capsys, tmp_path, monkeypatch, net, option):
-    monkeypatch.setattr("cli.main.load", must_not_run)
+    monkeypatch.setattr("cli.networks.load", must_not_run)
     refused(capsys, ["inspect", str(net), option, str(tmp_path)], option, str(tmp_path), "is a folder")
     refused(capsys, ["inspect", str(net), option, "/proc/witness-nope.png"], option, "/proc/witness-nope.png")
     pytest.importorskip("matplotlib")
@@ -74,7 +75,7 @@ def test_inspect_images_to_a_folder_or_an_unknown_suffix(capsys, tmp_path, monke
 
 
 def test_train_checks_its_output_before_training(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr("cli.main.train_task", must_not_run)
+    monkeypatch.setattr("cli.training.task_from_args", must_not_run)
     base = ["train", "composition", "--L", "1", "--m", "3", "--arch", "full", "--layers", "1", "--H", "1",
             "--d-head", "2", "--d-model", "8", "--steps", "1", "-o"]
     refused(capsys, base + [str(tmp_path)], "-o", str(tmp_path), "is a folder")

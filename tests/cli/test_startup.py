@@ -79,8 +79,8 @@ def test_importing_witness_still_gives_every_network_its_methods():
 def test_the_parser_shows_the_same_defaults_its_commands_use():
     """verify.defaults is the one source: the modules that use each value read it from there."""
     from verify import check, defaults, precision
-    from verify.search import hybrid
+    from verify.search import probes
 
     assert check.DEFAULT_MAX_EXAMPLES is defaults.DEFAULT_MAX_EXAMPLES
     assert sorted(precision.FAMILIES) == sorted(defaults.FAMILY_SPLITS) and precision.METHODS is defaults.METHODS
-    assert hybrid.SAMPLES == defaults.SEARCH_SAMPLES and hybrid.PAIR_PREFIXES == defaults.PAIR_PREFIXES
+    assert probes.SAMPLES == defaults.SEARCH_SAMPLES and probes.PAIR_PREFIXES == defaults.PAIR_PREFIXES

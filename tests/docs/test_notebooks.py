@@ -8,7 +8,6 @@ saved (progress bars, stderr, execution timings).
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 from tests import REPO

@@ -10,7 +10,6 @@ ones too."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 from tests import REPO

@@ -18,9 +18,6 @@ from typing import Any
 
 from lab import architectures
 from verify.search.probes import search_network
-# caller-switch: verify.search.probes.SAMPLES, PAIR_PREFIXES, PAIR_SUFFIXES (the search's defaults live there);
-# tests/cli/test_startup.py and scripts/hybrid_table.py read them here
-from verify.search.probes import PAIR_PREFIXES, PAIR_SUFFIXES, SAMPLES  # noqa: F401
 from verify.search.report import SearchReport
 from witness.arith import Arithmetic
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from constructions import two_sum_sparse
-from lab.architectures import MLP_RATIO, TRAIN_SEEDS, Weights, layer_kinds
+from lab.architectures import TRAIN_SEEDS, Weights, layer_kinds, sparse_architecture
 from lab.architectures import network as searched_network
 from verify.search.collisions import sparse_layer
 from verify.search.probes import COLLISION_ATTEMPTS, DEFAULT_MAX_FAILURES, HYPOTHESIS_EXAMPLES, SAMPLES, search_network
@@ -21,21 +21,7 @@ from verify.theorems import sparse_two_sum_scale
 from witness.arith import Arithmetic
 from witness.errors import ParameterError
 from witness.ir import Network
-from witness.mixers import BlockSparseAttention
 from witness.tasks import TwoSum
-from witness.tasks.base import check_int
-
-
-def sparse_architecture(task: TwoSum, block: int, k: int, H: int, d_head: int, d_model: int,
-                        mlp_ratio: int = MLP_RATIO):
-    """`lab.train.Architecture`: one (block, k)-sparse attention layer (causal as the task is), then an MLP
-    (mlp_ratio x d_model wide; 2-Sum's comparison needs one), read at every position."""
-    from lab import train  # torch: imported only when an architecture is built
-
-    layer = train.LayerSpec(causal=task.causal,
-                            d_mlp=check_int("mlp_ratio", mlp_ratio, 1) * check_int("d_model", d_model, 1),
-                            mixer=BlockSparseAttention.kind, options={"block": block, "k": k})
-    return train.Architecture(H=H, d_head=d_head, d_model=d_model, layers=(layer,), read="all")
 
 
 def sparse_budget(network: Network, bits: int) -> dict[str, Any]:
@@ -77,4 +63,4 @@ def search_sparse(task: TwoSum, *, block: int, k: int, H: int, d_head: int, d_mo
                           collision_attempts=collision_attempts, max_failures=max_failures, max_pairs=max_pairs)
 
 
-__all__ = ["search_sparse", "sparse_architecture", "sparse_budget"]
+__all__ = ["search_sparse", "sparse_budget"]

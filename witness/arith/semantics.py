@@ -46,7 +46,7 @@ import numpy as np
 
 from witness.arith.base import Arithmetic
 from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, kernels, parse_format
-from witness.errors import OverflowInFormat, ParameterError, StandInOverflow
+from witness.errors import ParameterError, StandInOverflow
 
 SEMANTICS = ("strict", "theory", "mixed")
 

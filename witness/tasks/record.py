@@ -80,8 +80,8 @@ class TaskRecord:
             raise ParameterError(f"task record {self.name!r}: a parameter is listed twice in {names}")
 
     def build(self, **values: Any):
-        """The task with these parameter values (defaults filled in); a ParameterError names what is missing or
-        unknown."""
+        """The task with these parameter values, each one left out (or None) taking its default; a ParameterError
+        names what is missing or unknown."""
         known = {parameter.name for parameter in self.parameters}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -89,7 +89,7 @@ class TaskRecord:
         missing = [p.name for p in self.parameters if p.required and values.get(p.name) is None]
         if missing:
             raise ParameterError(f"{self.name} needs {', '.join(missing)}")
-        given = {name: value for name, value in values.items() if value is not None}
+        given = {p.name: p.default if values.get(p.name) is None else values[p.name] for p in self.parameters}
         try:
             return self.task(**given)
         except TypeError as exc:
