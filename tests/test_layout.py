@@ -25,16 +25,21 @@ ALLOWED = {
     "experiments": {"witness", "constructions", "lab", "verify"},
     "cli": {"witness", "constructions", "lab", "verify", "experiments"},
 }
-#: One-release aliases left where a module used to live (docs/layout.md): module -> the one module it may import.
+#: One-release aliases left where a module used to live (docs/layout.md): module -> the modules it may import.
 ALIASES = {
-    "witness.cli": "cli.main",
-    "witness.torch": "lab.torch",
-    "witness.train": "lab.train",
-    "witness.plots": "lab.plots",
-    "witness.strategies": "lab.strategies",
-    "verify.separation": "experiments.separation",
-    "verify.capacity": "experiments.capacity",
-    "verify.search.bounds": "verify.theorems",
+    "witness.cli": {"cli.main"},
+    "witness.torch": {"lab.torch"},
+    "witness.train": {"lab.train"},
+    "witness.plots": {"lab.plots"},
+    "witness.strategies": {"lab.strategies"},
+    "witness.sweep": {"lab.sweep"},
+    "verify.separation": {"experiments.separation"},
+    "verify.capacity": {"experiments.capacity"},
+    "verify.hierarchy": {"experiments.hierarchy"},
+    "verify.search.bounds": {"verify.theorems"},
+    "verify.search.architectures": {"lab.architectures"},
+    "verify.search.margin": {"verify.check"},
+    "verify.sweeps": {"verify.check", "lab.sweep"},
 }
 PROJECT = set(ALLOWED) | {"tests"}
 #: The trusted checker is judged by its own size limit (issue 27); every other module stays readable in one go.
@@ -69,16 +74,16 @@ def test_each_package_imports_only_what_lies_below_it(package):
         name = module_name(path)
         allowed = ALLOWED[package] | {package}
         for target in imports(path):
-            if target.split(".")[0] in allowed or ALIASES.get(name) == target:
+            if target.split(".")[0] in allowed or target in ALIASES.get(name, ()):
                 continue
             wrong.append(f"{name} imports {target}")
     assert not wrong, wrong
 
 
 def test_the_aliases_import_only_their_new_home_and_say_so():
-    for name, target in ALIASES.items():
+    for name, targets in ALIASES.items():
         path = REPO / (name.replace(".", "/") + ".py")
-        assert imports(path) == {target}, name
+        assert imports(path) == targets, name
         assert "DeprecationWarning" in path.read_text() and "next release" in path.read_text(), name
 
 
@@ -159,3 +164,31 @@ def test_no_module_outside_the_checker_is_longer_than_the_limit():
             if lines > MAX_LINES:
                 long.append(f"{path.relative_to(REPO)}: {lines} lines")
     assert not long, long
+
+
+@pytest.mark.parametrize("alias", sorted(set(ALIASES) - {"verify.sweeps"}))
+def test_every_alias_hands_out_its_new_modules_names(alias):
+    import importlib
+
+    (target,) = ALIASES[alias]
+    sys.modules.pop(alias, None)
+    with pytest.warns(DeprecationWarning, match=f"{alias} moved to {target}"):
+        module = importlib.import_module(alias)
+    moved = importlib.import_module(target)
+    public = [name for name in vars(moved) if not name.startswith("_")]
+    assert public and all(getattr(module, name) is getattr(moved, name) for name in public)
+
+
+def test_the_chunked_exhaustive_alias_gives_the_checks_result():
+    import importlib
+
+    import witness
+    from verify import check
+    from witness.arith import arithmetic
+
+    sys.modules.pop("verify.sweeps", None)
+    with pytest.warns(DeprecationWarning, match="verify.sweeps.exhaustive moved"):
+        sweeps = importlib.import_module("verify.sweeps")
+    network, fp16 = witness.compile("composition", L=1, m=3), arithmetic("fp16", "strict")
+    chunked, serial = sweeps.exhaustive(network, fp16, chunks=3), check.exhaustive(network, fp16)
+    assert chunked.detail.pop("chunks") == 3 and chunked == serial and serial.status.value == "verified"

@@ -81,3 +81,14 @@ def _mixed_radix_batches(radices: np.ndarray, offsets: np.ndarray, count: int, b
             digits[:, p] = index % radices[p]
             index //= radices[p]
         yield digits + offsets
+
+
+def alphabet_tokens(task, max_batch: int = 4):
+    """Hypothesis: a batch [1..max_batch, prompt_length] of valid inputs of a task whose every position ranges over
+    its own alphabet (`task.position_alphabets()`), drawn position by position so that each token shrinks towards
+    the smallest id its position allows. The default token strategy of a task record."""
+    from hypothesis import strategies as st
+
+    radices, offsets = task.position_alphabets()
+    row = st.tuples(*(st.integers(int(low), int(low + size - 1)) for low, size in zip(offsets, radices)))
+    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))

@@ -286,16 +286,6 @@ def composition_tasks(max_L: int = 3, max_m: int = 4, max_n: int = 3, layout: st
     return draw_task()
 
 
-def composition_tokens(task: Composition, max_batch: int = 4):
-    """Hypothesis: a batch [1..max_batch, prompt_length] of valid inputs of `task`, drawn position by position so
-    that each token shrinks towards the smallest id its position allows."""
-    from hypothesis import strategies as st
-
-    radices, offsets = task.position_alphabets()
-    row = st.tuples(*(st.integers(int(low), int(low + size - 1)) for low, size in zip(offsets, radices)))
-    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))
-
-
 RECORD = TaskRecord(
     name=Composition.name,
     task=Composition,
@@ -307,6 +297,5 @@ RECORD = TaskRecord(
         Parameter("layout", "choice", "where the tables sit in the prompt", default="paper", choices=LAYOUTS),
     ),
     tasks_strategy=composition_tasks,
-    tokens_strategy=composition_tokens,
     probes=("boundary_pairs", "targeted_pairs"),
 )

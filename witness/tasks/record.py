@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from witness.errors import ParameterError
+from witness.tasks.base import alphabet_tokens
 
 #: `Parameter.kind`: an int; a list of ints; a flag (absent means False); one of `choices`.
 KINDS = ("int", "ints", "flag", "choice")
@@ -61,15 +62,16 @@ class TaskRecord:
     that apply to its networks, and how reports name an instance.
 
     `tasks_strategy(**bounds)` draws task objects (bounds such as `max_n` are the task's own); `tokens_strategy(task,
-    max_batch)` draws a batch [1..max_batch, prompt_length] of valid inputs, shrinking towards small ids. Both import
-    Hypothesis when called, so the core does not. `probes` names entries of `verify.search.probes.PROBES`."""
+    max_batch)` draws a batch [1..max_batch, prompt_length] of valid inputs, shrinking towards small ids (by default
+    `alphabet_tokens`, position by position over `position_alphabets()`). Both import Hypothesis when called, so the
+    core does not. `probes` names entries of `verify.search.probes.PROBES`."""
 
     name: str
     task: type
     summary: str
     parameters: tuple[Parameter, ...]
     tasks_strategy: Callable[..., Any]
-    tokens_strategy: Callable[..., Any]
+    tokens_strategy: Callable[..., Any] = alphabet_tokens
     probes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

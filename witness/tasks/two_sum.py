@@ -112,14 +112,6 @@ def two_sum_tasks(max_n: int = 6, max_M: int = 6, causal: bool | None = None):
     return draw_task()
 
 
-def two_sum_tokens(task: TwoSum, max_batch: int = 4):
-    """Hypothesis: a batch [1..max_batch, n] of valid inputs of `task`."""
-    from hypothesis import strategies as st
-
-    row = st.lists(st.integers(0, task.M - 1), min_size=task.n, max_size=task.n)
-    return st.lists(row, min_size=1, max_size=max_batch).map(lambda rows: np.array(rows, dtype=np.int64))
-
-
 RECORD = TaskRecord(
     name=TwoSum.name,
     task=TwoSum,
@@ -131,6 +123,5 @@ RECORD = TaskRecord(
         Parameter("causal", "flag", "only earlier positions j < i count", default=False),
     ),
     tasks_strategy=two_sum_tasks,
-    tokens_strategy=two_sum_tokens,
     probes=("summary_collisions",),
 )
