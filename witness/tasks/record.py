@@ -2,10 +2,10 @@
 `witness.tasks.RECORDS`.
 
 Everything that is not about one task's mathematics asks the record instead of naming the task: the command line
-generates a task's options from `parameters`, checks draw inputs from `tokens_strategy`, the searches run the
-probes `probes` names, and the reports print `label`. Adding a task is its module (the parameter class and its
-record) plus one line in `witness/tasks/__init__.py`; certifying its constructions adds a proof inside the trusted
-checker.
+generates a task's options from `parameters` (and its help from `summary`), checks draw inputs from
+`tokens_strategy`, and the searches run the probes `probes` names. Adding a task is its module (the parameter
+class and its record) plus one line in `witness/tasks/__init__.py`; certifying its constructions adds a proof
+inside the trusted checker.
 
 The task class itself is a frozen, validated parameter set offering `name`, `answers(batch)`, `check_tokens`,
 `random_tokens(seed, count)`, `enumerate_tokens()`, `count()`, `position_alphabets()`, `read_positions`,
@@ -58,8 +58,8 @@ class Parameter:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """A task's registration: its name and class, its parameter schema, its Hypothesis strategies, the probes
-    that apply to its networks, and how reports name an instance.
+    """A task's registration: its name and class, a one-line summary, its parameter schema, its Hypothesis
+    strategies, and the probes that apply to its networks.
 
     `tasks_strategy(**bounds)` draws task objects (bounds such as `max_n` are the task's own); `tokens_strategy(task,
     max_batch)` draws a batch [1..max_batch, prompt_length] of valid inputs, shrinking towards small ids (by default
@@ -96,10 +96,6 @@ class TaskRecord:
             return self.task(**given)
         except TypeError as exc:
             raise ParameterError(f"bad parameters for task {self.name}: {exc}") from None
-
-    def label(self, task: Any) -> str:
-        """How reports name an instance: `two_sum(n=4, M=5, t=0, causal=False)`."""
-        return f"{self.name}(" + ", ".join(f"{key}={value}" for key, value in task.params().items()) + ")"
 
 
 __all__ = ["KINDS", "REQUIRED", "Parameter", "TaskRecord"]
