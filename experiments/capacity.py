@@ -245,9 +245,10 @@ def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, 
 
 def standing(entry: dict[str, Any]) -> str:
     """What one point of the curve says, in words: a fall counts only where the control learned; past C (N log2 N
-    > C) counting forces every network of the architecture to answer some input wrong, below C it forces nothing
-    and a fall is a gap of training. Counting forces one wrong input, not a fall to chance: where the same
-    architecture fell below C too, training alone may explain the fall past it, and the words say so."""
+    > C) counting forces every network of the architecture to answer some input wrong, below C it forces nothing,
+    and the fall is then not forced by counting -- training, or the architecture's form (its layers, MLP and key
+    width), may explain it, and one curve cannot tell which. Counting forces one wrong input, not a fall to chance:
+    where the same architecture fell below C too, the fall past it need not be forced either, and the words say so."""
     if entry["architecture"] == CONTROL:
         return "control: learned" if entry["control_learned"] else "control: did NOT learn"
     if not entry["control_learned"]:
@@ -258,10 +259,10 @@ def standing(entry: dict[str, Any]) -> str:
         return "fell where the control learned (no recurrent state: CPW's side)"
     if entry["ratio"] > 1 and entry.get("fell_below_c"):
         return ("fell past C, where the control learned: counting forces some input wrong here, but this "
-                "architecture fell below C too, so training may explain the fall")
+                "architecture fell below C too, so training or its form may explain the fall")
     if entry["ratio"] > 1:
         return "fell past C, where the control learned: where counting forces some input wrong"
-    return "fell below C, where the control learned: a gap of training, not forced by counting"
+    return "fell below C, where the control learned: not forced by counting (training or the architecture's form)"
 
 
 def row_text(entry: dict[str, Any], ratio: str) -> str:
