@@ -6,7 +6,7 @@ Part 1 compiles the (L+1)-layer composition network (L = 2, prompt length 2 + m 
 ~10^6 tokens, writes it to an .npz and reads every array back with numpy. It prints the compile's wall time as a
 ratio to that load (`x time`), and the compile's peak traced memory (tracemalloc, which numpy reports its buffers
 to) as a ratio to the bytes of the network's arrays (`x memory`). Part 2 runs the same weights on the same inputs
-through `witness.execute.run` and through tests/reference_forward.py (loaded by path), and prints inputs per
+through `witness.execute.run` and through tests/oracles/reference_forward.py (loaded by path), and prints inputs per
 second and their ratio. Every ratio compares runs made in this process, so the numbers carry over between machines
 better than seconds.
 """
@@ -35,7 +35,7 @@ THROUGHPUT_CASES = [(3, 4, [2, 4], 400), (2, 10, [9], 100)]
 
 
 def load_reference_forward():
-    spec = importlib.util.spec_from_file_location("reference_forward", ROOT / "tests" / "reference_forward.py")
+    spec = importlib.util.spec_from_file_location("reference_forward", ROOT / "tests" / "oracles" / "reference_forward.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -81,7 +81,7 @@ def compile_scaling(sizes) -> None:
 
 def throughput(cases) -> None:
     reference_forward = load_reference_forward()
-    print("\nexecutor vs tests/reference_forward.py, float64, same weights (read from the same .npz) and inputs")
+    print("\nexecutor vs tests/oracles/reference_forward.py, float64, same weights (read from the same .npz) and inputs")
     print(f"{'network':>28} {'tokens':>7} {'inputs':>7} {'executor/s':>11} {'reference/s':>12} {'ratio':>7} agree")
     with tempfile.TemporaryDirectory() as folder:
         for L, m, n, count in cases:

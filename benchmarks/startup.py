@@ -7,7 +7,7 @@ the rows are `witness --help` and `witness compile composition --L 1 --m 4 -o FI
 Each time is the fastest of --repeat runs, in CPU seconds (user + system) of the child process, read from
 `resource.getrusage(RUSAGE_CHILDREN)` (other jobs on a shared machine then inflate both sides less). `x time` is
 the ratio to the bare interpreter, `+ s` the difference: the CPU a command pays for witness's imports before it
-works. The targets are + s within 0.5 for --help and within 0.8 for the compile; tests/test_startup.py checks
+works. The targets are + s within 0.5 for --help and within 0.8 for the compile; tests/cli/test_startup.py checks
 which modules these commands import (sympy, numba, hypothesis, networkx, torch, dask stay out), not their times.
 With PYTHONDONTWRITEBYTECODE set, witness's own modules are compiled at every start (the output says so).
 """

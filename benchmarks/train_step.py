@@ -1,19 +1,26 @@
-"""One training step of a DeltaNet hybrid through lab.torch against the same model written plainly in torch.
+"""One training step of `lab.train` against the same model written plainly in torch: a full-attention control and
+a DeltaNet hybrid.
 
     .venv/bin/python benchmarks/train_step.py [--quick] [--lengths 10 64 --batch 64 --repeat 5 --steps 20]
 
-The model: two layers, each a DeltaNet mixer (H 1, d_head 16) and a ReLU MLP (d_mlp 64), d_model 32, on a
-composition task of the given prompt length (L = 1, m = length - 2; m = 8 is 10 tokens). One step is forward,
-cross-entropy at the last position, backward and an Adam step, in float32 on one thread (as `lab.train`
-runs), batch 64. Three modules hold the same weights:
+The models: two layers, each a mixer (H 1, d_head 16) and a ReLU MLP (d_mlp 64), d_model 32, on a composition task
+of the given prompt length (L = 1, m = length - 2; m = 8 is 10 tokens); the mixer is causal softmax attention (the
+control, `full`) or DeltaNet (the hybrid's recurrent layer, `deltanet`). One step is forward, cross-entropy at the
+last position, backward, gradient-norm clipping and an AdamW step, in float32 on one thread, batch 64. Per mixer,
+three modules hold the same weights:
 
-  plain     the baseline: `PlainDeltaNet` below, what a practitioner writes (nn.Linear projections, fused q/k/v,
-            the chunked WY delta rule of Yang et al. 2024), with no IR behind it;
-  parallel  `lab.torch.to_module(network)`: the IR's module, its chunked delta rule (the default);
-  loop      `lab.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence.
+  plain     the baseline: `PlainNetwork` below, what a practitioner writes (nn.Linear projections, fused q/k/v;
+            attention by torch.softmax over the causally masked scores, DeltaNet by the chunked WY delta rule of
+            Yang et al. 2024), with no IR behind it, trained by torch.optim.AdamW with its defaults;
+  witness   `lab.train.training_module(network)` (the module `lab.train.train` trains: `lab.torch.to_module`'s
+            parallel forms, softmax by torch.softmax), trained by `lab.train.training_step` and
+            `lab.train.optimiser_for`: exactly the trainer's step;
+  loop      (deltanet only) `lab.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence,
+            trained by the trainer's step.
 
-Before timing, the three are checked to compute the same logits. Each time is the best of --repeat runs of
---steps steps, the three models' runs interleaved; the ratios are against `plain`, measured in this process.
+Before timing, the modules are checked to compute the same logits. Each time is the best of --repeat runs of
+--steps steps, the models' runs interleaved; the ratios are against `plain` of the same mixer, measured in this
+process.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from torch import nn
 import lab.torch as wt
 from witness.mixers.chunked import CHUNK_SIZE as CHUNK
 from witness.tasks import Composition
-from lab.train import Architecture, LayerSpec
+from lab.train import (MAX_GRAD_NORM, Architecture, LayerSpec, optimiser_for, training_module, training_step,
+                       use_deterministic_algorithms)
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 D_MODEL, D_HEAD, D_MLP, LAYERS = 32, 16, 64, 2
@@ -57,11 +65,20 @@ def plain_delta_rule(q, k, v, beta):
     return torch.stack(outputs, 1).flatten(1, 2)[:, :length]
 
 
-class PlainDeltaNet(nn.Module):
-    """The benchmark's model written directly in torch: embeddings, LAYERS x (DeltaNet + MLP), unembedding."""
+def plain_attention(q, k, v):
+    """Causal softmax attention with no score scale (as the IR's): q, k, v [batch, n, d] -> [batch, n, d]."""
+    scores = q @ k.transpose(-1, -2)
+    mask = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(mask, -torch.inf), dim=-1) @ v
 
-    def __init__(self, vocab: int, length: int) -> None:
+
+class PlainNetwork(nn.Module):
+    """The benchmark's model written directly in torch: embeddings, LAYERS x (mixer + MLP), unembedding; the mixer
+    is causal attention or DeltaNet."""
+
+    def __init__(self, vocab: int, length: int, mixer: str) -> None:
         super().__init__()
+        self.mixer = mixer
         self.embed = nn.Embedding(vocab, D_MODEL)
         self.pos = nn.Parameter(torch.zeros(length, D_MODEL))
         self.qkv = nn.ModuleList(nn.Linear(D_MODEL, 3 * D_HEAD) for _ in range(LAYERS))
@@ -75,12 +92,14 @@ class PlainDeltaNet(nn.Module):
         x = self.embed(tokens) + self.pos[: tokens.shape[1]]
         for qkv, beta, out, mlp in zip(self.qkv, self.beta, self.out, self.mlp):
             q, k, v = qkv(x).chunk(3, dim=-1)
-            x = x + out(plain_delta_rule(q, k, v, torch.sigmoid(beta(x))))
+            mixed = plain_attention(q, k, v) if self.mixer == "attention" else plain_delta_rule(
+                q, k, v, torch.sigmoid(beta(x)))
+            x = x + out(mixed)
             x = x + mlp(x)
         return self.unembed(x)
 
     @torch.no_grad()
-    def load(self, module: wt.NetworkModule) -> PlainDeltaNet:
+    def load(self, module: wt.NetworkModule) -> PlainNetwork:
         """Copy a witness module's weights (nn.Linear holds W^T)."""
         self.embed.weight.copy_(module.embed.W_E)
         self.pos.copy_(module.pos_embed.W_pos)
@@ -88,8 +107,9 @@ class PlainDeltaNet(nn.Module):
             mixer, mlp = layer.attn, layer.mlp
             self.qkv[l].weight.copy_(torch.cat([mixer.W_Q[0], mixer.W_K[0], mixer.W_V[0]], 1).T)
             self.qkv[l].bias.copy_(torch.cat([mixer.b_Q[0], mixer.b_K[0], mixer.b_V[0]]))
-            self.beta[l].weight.copy_(mixer.W_beta[0].T)
-            self.beta[l].bias.copy_(mixer.b_beta[0])
+            if self.mixer == "deltanet":
+                self.beta[l].weight.copy_(mixer.W_beta[0].T)
+                self.beta[l].bias.copy_(mixer.b_beta[0])
             self.out[l].weight.copy_(mixer.W_O[0].T)
             self.out[l].bias.copy_(mixer.b_O)
             self.mlp[l][0].weight.copy_(mlp.W_in.T)
@@ -101,16 +121,28 @@ class PlainDeltaNet(nn.Module):
         return self
 
 
-def training_steps(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, steps: int):
-    """A function running `steps` training steps (forward, loss at the last position, backward, Adam)."""
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
+def plain_steps(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, steps: int):
+    """A function running `steps` plain training steps (forward, loss at the last position, backward, clipping,
+    AdamW with torch's defaults)."""
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def run() -> None:
         for _ in range(steps):
             loss = nn.functional.cross_entropy(model(tokens)[:, -1], targets)
             optimiser.zero_grad()
             loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimiser.step()
+    return run
+
+
+def trainer_steps(module: wt.NetworkModule, tokens: torch.Tensor, targets: torch.Tensor, steps: int):
+    """A function running `steps` steps of `lab.train`'s own step on `module`."""
+    optimiser = optimiser_for(module, 1e-3)
+
+    def run() -> None:
+        for _ in range(steps):
+            training_step(module, optimiser, tokens, targets[:, None])
     return run
 
 
@@ -124,31 +156,38 @@ def main() -> None:
     args = parser.parse_args()
     repeat, steps = (3, 10) if args.quick else (args.repeat, args.steps)
     torch.set_num_threads(1)
+    use_deterministic_algorithms(True)  # as lab.train runs
     torch.manual_seed(0)
-    layers = (LayerSpec(mixer="deltanet", d_mlp=D_MLP),) * LAYERS
-    architecture = Architecture(H=1, d_head=D_HEAD, d_model=D_MODEL, layers=layers)
-    print(f"{LAYERS} x (deltanet H 1 d_head {D_HEAD} + MLP {D_MLP}), d_model {D_MODEL}, float32, batch {args.batch}, "
-          f"one thread, chunk {CHUNK}; ms per step (forward + backward + Adam), best of {repeat} x {steps} steps")
-    print(f"{'prompt':>6}  {'model':<9} {'ms/step':>8} {'x time':>7}")
+    print(f"{LAYERS} x (mixer H 1 d_head {D_HEAD} + MLP {D_MLP}), d_model {D_MODEL}, float32, batch {args.batch}, "
+          f"one thread, chunk {CHUNK}; ms per step (forward + backward + clip + AdamW), best of {repeat} x {steps} "
+          "steps")
+    print(f"{'prompt':>6}  {'mixer':<9} {'model':<8} {'ms/step':>8} {'x time':>7}")
     for length in args.lengths:
         task = Composition(1, length - 2)
-        network = architecture.initial_network(task, seed=0)
         tokens = torch.as_tensor(task.random_tokens(np.random.default_rng(0), args.batch))
         targets = torch.as_tensor(task.answers(tokens.numpy()).reshape(args.batch, -1)[:, -1])
-        models = {"parallel": wt.to_module(network, torch.float32),
-                  "loop": wt.to_module(network, torch.float32, parallel=False)}
-        models = {"plain": PlainDeltaNet(task.vocab_size, length).load(models["parallel"]), **models}
-        with torch.no_grad():
-            logits = {name: model(tokens) for name, model in models.items()}
-        for name in ("parallel", "loop"):
-            torch.testing.assert_close(logits[name], logits["plain"], rtol=1e-4, atol=1e-4)
-        runs = {name: training_steps(model, tokens, targets, steps) for name, model in models.items()}
-        best = dict.fromkeys(runs, float("inf"))
-        for _ in range(repeat):  # interleaved, so that a burst of load on the machine slows every model alike
-            for name, run in runs.items():
-                best[name] = min(best[name], best_time(run, 1)[0])
-        for name, seconds in best.items():
-            print(f"{length:>6}  {name:<9} {seconds / steps * 1e3:>8.2f} {seconds / best['plain']:>7.2f}")
+        for mixer in ("attention", "deltanet"):
+            architecture = Architecture(H=1, d_head=D_HEAD, d_model=D_MODEL,
+                                        layers=(LayerSpec(mixer=mixer, d_mlp=D_MLP),) * LAYERS)
+            network = architecture.initial_network(task, seed=0)
+            models = {"witness": training_module(network)}
+            if mixer == "deltanet":
+                models["loop"] = wt.to_module(network, torch.float32, parallel=False)
+            models = {"plain": PlainNetwork(task.vocab_size, length, mixer).load(models["witness"]), **models}
+            with torch.no_grad():
+                logits = {name: model(tokens) for name, model in models.items()}
+            for name in models:
+                torch.testing.assert_close(logits[name], logits["plain"], rtol=1e-4, atol=1e-4)
+            runs = {name: (plain_steps if name == "plain" else trainer_steps)(model, tokens, targets, steps)
+                    for name, model in models.items()}
+            best = dict.fromkeys(runs, float("inf"))
+            for _ in range(repeat):  # interleaved, so that a burst of load on the machine slows every model alike
+                for name, run in runs.items():
+                    best[name] = min(best[name], best_time(run, 1)[0])
+            label = "full" if mixer == "attention" else mixer
+            for name, seconds in best.items():
+                print(f"{length:>6}  {label:<9} {name:<8} {seconds / steps * 1e3:>8.2f} "
+                      f"{seconds / best['plain']:>7.2f}")
 
 
 if __name__ == "__main__":

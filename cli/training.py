@@ -109,14 +109,15 @@ def cmd_capacity(args: argparse.Namespace) -> None:
     if args.seeds > MAX_CAPACITY_SEEDS:
         raise CliError(f"--seeds {args.seeds}: each seed trains one network per size and architecture; give at most "
                        f"{MAX_CAPACITY_SEEDS}")
-    from experiments import capacity
+    from experiments import capacity, capacity_report
     from lab.sweep import Engine
 
     spec = capacity.CapacitySpec(L=args.L, sizes=tuple(args.sizes), H=args.H, d_head=args.d_head,
                                  d_model=args.d_model, format=args.format, semantics=args.semantics,
                                  seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
                                  mixers=tuple(args.mixers), linear_per_gap=args.linear_per_gap,
-                                 eval_inputs=args.eval_inputs, hop_weight=args.hop_weight)
+                                 eval_inputs=args.eval_inputs, hop_weight=args.hop_weight, mlp_ratio=args.mlp_ratio,
+                                 d_heads=tuple(args.d_heads or ()), lr_sweep=tuple(args.lr_sweep or ()))
     stored = []
     for folder in args.reuse or ():
         source = Path(folder) / "capacity.json"
@@ -126,10 +127,10 @@ def cmd_capacity(args: argparse.Namespace) -> None:
             raise CliError(f"--reuse: cannot read {source} ({exc})") from None
     curve = capacity.capacity(spec, Engine(args.workers, args.scheduler), tuple(stored))
     try:
-        capacity.write(curve, out)
+        capacity_report.write(curve, out)
     except OSError as exc:  # checked before the work; a disk that filled up since
         raise CliError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
-    emit(args, curve, capacity.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
+    emit(args, curve, capacity_report.markdown(curve) + f"\nwrote {out}/capacity.md, capacity.json, capacity.png")
 
 
 def add_capacity(commands) -> None:
@@ -139,13 +140,22 @@ def add_capacity(commands) -> None:
     cmd.add_argument("--L", type=int, default=1, help="composition depth (default 1)")
     cmd.add_argument("--sizes", type=int, nargs="+", required=True, metavar="N", help="table sizes N")
     cmd.add_argument("--H", type=int, default=1)
-    cmd.add_argument("--d-head", type=int, default=4)
+    cmd.add_argument("--d-head", type=int, default=4, help="head width; with --d-heads, the one that fixes the "
+                                                             "budget's Hdp (default 4)")
+    cmd.add_argument("--d-heads", type=int, nargs="+", metavar="D",
+                     help="train every architecture at each of these head widths, all of the budget's Hdp, whose "
+                          "d is max(d_head, ceil(d_model / H)) (default: --d-head alone)")
     cmd.add_argument("--d-model", type=int, default=32)
     cmd.add_argument("--format", default="fp16", metavar="FMT", help="the format accuracy is measured at")
     cmd.add_argument("--semantics", default="strict", choices=SEMANTICS)
     cmd.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     cmd.add_argument("--steps", type=int, default=3000)
-    cmd.add_argument("--lr", type=float, default=3e-3)
+    cmd.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, without --lr-sweep (default 3e-3)")
+    cmd.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR",
+                     help="each point first trains steps/4 steps at each of these and keeps the most accurate on a "
+                          "validation stream; the same sweep for every architecture, the choice in each row")
+    cmd.add_argument("--mlp-ratio", type=int, default=0, metavar="R",
+                     help="an MLP of width R x d_model after every layer of every architecture (default 0: none)")
     cmd.add_argument("--mixers", nargs="+", default=["deltanet", "gla"], help="recurrent mixers of the hybrids")
     cmd.add_argument("--linear-per-gap", type=int, default=1)
     cmd.add_argument("--eval-inputs", type=int, default=2048)

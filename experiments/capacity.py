@@ -12,31 +12,32 @@ N log2 N = C at one fixed budget (H, d_head, d_model, p) and trains, with one pr
 * the hybrids: L - 1 full layers with `linear_per_gap` recurrent layers per gap, for each mixer.
 
 Every network starts from its seeded random initialisation (never from a construction) and trains for exactly
-`steps` steps (`lab.train.train`). Its accuracy is measured by the executor at the curve's format and
-semantics on `eval_inputs` held-out inputs (a row also keeps the float64 accuracy). What a curve can show: where
-the control stays at (near) 100% while another architecture falls, trained networks of that architecture did not
-learn the task at that budget. What it cannot show: that no network of the architecture solves it -- training
-may simply have failed. A point counts as evidence only where the control learned at that N, and the report says
-so at every point.
+`steps` steps (`lab.train.train`). Every architecture gets the same chance within the budget: each is trained at
+every head width of `d_heads` (all of one Hdp), with the same MLP width, and, given `lr_sweep`, at the learning
+rate the same `lab.train.sweep_lr` chooses for it at each (N, seed, d_head). Its accuracy is measured by the
+executor at the curve's format and semantics on `eval_inputs` held-out inputs (a row also keeps the float64
+accuracy). What a curve can show: where the control stays at (near) 100% while another architecture falls, trained
+networks of that architecture did not learn the task at that budget. What it cannot show: that no network of the
+architecture solves it -- training may simply have failed. A point counts as evidence only where the control learned
+at that N (and d_head), and the report says so at every point.
 
     spec = CapacitySpec(L=1, sizes=(8, 16, 32), H=1, d_head=4, d_model=32, format="fp16")
-    curve = capacity(spec)                 # rows: one per (N, architecture, seed)
-    write(curve, "out/capacity")           # capacity.json, capacity.md, capacity.png
+    curve = capacity(spec)                 # rows: one per (N, architecture, d_head, seed)
+    capacity_report.write(curve, "out/capacity")   # capacity.json, capacity.md, capacity.png
     wider = capacity(dataclasses.replace(spec, sizes=(4, 8, 16, 32)), stored=(curve,))  # trains N = 4 only
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from experiments.rows import Row
+from experiments.rows import Row, optional
 from lab.architectures import full_architecture, hybrid_architecture
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
@@ -55,7 +56,13 @@ CONTROL = "control"
 class CapacitySpec:
     """One curve: depth L, the sizes N of the last table (`task_for`), the budget (H, d_head, d_model, the format
     accuracy is measured at), the protocol (steps, lr, seeds, hop targets, MLP width) and the architectures beside
-    the control (`architectures`)."""
+    the control (`architectures`).
+
+    `d_heads`: the head widths every architecture is trained at (empty: `d_head` alone, the protocol of the curves
+    stored before the field existed); each must keep the budget's Hdp, whose d is max(d_head, ceil(d_model / H)).
+    `lr_sweep`: empty, every point trains at `lr`; else each (N, architecture, d_head, seed) first trains
+    `lr_sweep_steps` steps at each of these rates and keeps the one `lab.train.sweep_lr` chooses on its validation
+    stream. `mlp_ratio`: an MLP of width mlp_ratio x d_model after every layer of every architecture (0: none)."""
 
     L: int = 1
     sizes: tuple[int, ...] = (8, 16, 32, 48, 64)
@@ -72,11 +79,26 @@ class CapacitySpec:
     eval_inputs: int = 2048
     hop_weight: float | None = None
     mlp_ratio: int = 0
+    d_heads: tuple[int, ...] = ()
+    lr_sweep: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_int("L", self.L, 1)
         for name in ("H", "d_head", "d_model", "steps", "linear_per_gap", "eval_inputs"):
             check_int(name, getattr(self, name), 1)
+        check_int("mlp_ratio", self.mlp_ratio, 0)
+        check_rate("lr", self.lr)
+        object.__setattr__(self, "d_heads", distinct("d_heads", [check_int("d_heads", d_head, 1)
+                                                                 for d_head in self.d_heads]) or (self.d_head,))
+        object.__setattr__(self, "lr_sweep", distinct("lr_sweep", [check_rate("lr_sweep", rate)
+                                                                   for rate in self.lr_sweep]))
+        budget_d = self.budget_d(self.d_head)
+        for d_head in self.d_heads:
+            if self.budget_d(d_head) != budget_d:
+                raise ParameterError(
+                    f"d_heads: d_head {d_head} makes the budget's d = max(d_head, ceil(d_model / H)) = "
+                    f"{self.budget_d(d_head)}, not the {budget_d} of d_head {self.d_head} at d_model {self.d_model}, "
+                    f"H {self.H}: that probe would hold another Hdp, so it would not be the same chance")
         object.__setattr__(self, "sizes", tuple(check_int("size", size, 2) for size in self.sizes))
         object.__setattr__(self, "seeds", tuple(check_int("seed", seed, 0) for seed in self.seeds))
         object.__setattr__(self, "mixers", tuple(self.mixers))
@@ -88,6 +110,10 @@ class CapacitySpec:
             raise ParameterError(f"mixers {unknown} are not recurrent kinds ({sorted(kinds)})")
         arithmetic(parse_format(self.format), self.semantics)  # a format the semantics can run
 
+    def budget_d(self, d_head: int) -> int:
+        """The budget's d (`witness.budget.Budget.d`) of this spec's architectures at head width `d_head`."""
+        return max(d_head, -(-self.d_model // self.H))
+
     def task_for(self, size: int) -> Composition:
         """L = 1: m = size. L >= 2: m = size and every n_l = 1 would make the query trivial, so n_l = 2 and
         m = size / 2^(L-1) (size must be divisible): the last table then has N = size entries."""
@@ -98,9 +124,10 @@ class CapacitySpec:
             raise ParameterError(f"size {size} at L = {self.L} must be a multiple of 2^{self.L - 1}")
         return Composition(L=self.L, m=m, n=(2,) * (self.L - 1))
 
-    def architectures(self) -> dict[str, Any]:
-        """name -> lab.train.Architecture, the control first."""
-        shape = {"H": self.H, "d_head": self.d_head, "d_model": self.d_model, "mlp_ratio": self.mlp_ratio}
+    def architectures(self, d_head: int | None = None) -> dict[str, Any]:
+        """name -> lab.train.Architecture at head width `d_head` (default: the spec's), the control first."""
+        shape = {"H": self.H, "d_head": self.d_head if d_head is None else d_head, "d_model": self.d_model,
+                 "mlp_ratio": self.mlp_ratio}
         found = {CONTROL: full_architecture(self.L + 1, **shape), f"{self.L} full": full_architecture(self.L, **shape)}
         for mixer in self.mixers:
             found[f"{self.L - 1} full + {mixer}"] = hybrid_architecture(self.L - 1, self.linear_per_gap, mixer,
@@ -108,21 +135,53 @@ class CapacitySpec:
         return found
 
 
+def check_rate(name: str, rate: Any) -> float:
+    """`rate` as a learning rate (a positive finite number), or a ParameterError naming the field."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
+        raise ParameterError(f"{name}: a learning rate must be a positive finite number, got {rate!r}")
+    return float(rate)
+
+
+def distinct(name: str, values: Iterable[Any]) -> tuple[Any, ...]:
+    """`values` as a tuple, or a ParameterError naming the field where one is listed twice (it would train every
+    point of it twice)."""
+    values = tuple(values)
+    twice = sorted({value for value in values if values.count(value) > 1})
+    if twice:
+        raise ParameterError(f"{name} lists {', '.join(f'{value:g}' for value in twice)} more than once")
+    return values
+
+
+def lr_sweep_steps(steps: int) -> int:
+    """The steps each rate of a sweep trains: a quarter of the run, as `witness train --lr-sweep` does, enough to
+    show which rate trains at a quarter of a run's cost per rate."""
+    return max(1, steps // 4)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CapacityPoint(Row):
-    """One trained (size, architecture, seed) of a curve, measured at the curve's format and in float64; a curve's
-    `rows` hold these as JSON (`to_json`), as capacity.json and the hierarchy's trained.json store them."""
+    """One trained (size, architecture, d_head, seed) of a curve, measured at `format` (with `semantics`) and in
+    float64, trained `steps` steps at peak rate `lr` (`lr_sweep`: how a sweep chose it, where one did) with MLPs of
+    width mlp_ratio x d_model; a curve's `rows` hold these as JSON (`to_json`), as capacity.json and the hierarchy's
+    trained.json store them. Rows stored before d_head, mlp_ratio, lr, format and semantics were recorded read
+    as `with_old_protocol` fills them in."""
 
     size: int
     architecture: str
+    d_head: int
     seed: int
     params: dict[str, Any]
     layers: list[str]
+    mlp_ratio: int
     accuracy: float
+    format: str
+    semantics: str
     accuracy_fp64: float
     hop_weight: float
     eval_inputs: int
     steps: int
+    lr: float
+    lr_sweep: dict[str, Any] | None = optional()
     final_loss: float
     seconds: float
     table_bits: float
@@ -130,24 +189,43 @@ class CapacityPoint(Row):
 
 
 def point_job(job: dict[str, Any]) -> CapacityPoint:
-    """Train one (size, architecture, seed) and measure it at the curve's format and in float64."""
+    """Train one (size, architecture, d_head, seed) -- at the rate the spec's `lr_sweep` chooses for it, if it has
+    one -- and measure it at the curve's format and in float64. A job that names no d_head trains the spec's (the
+    stored rows of the curves before head widths were scanned name none)."""
     from lab import train  # torch: only where a job trains
 
     spec = CapacitySpec(**job["spec"])
     task = spec.task_for(job["size"])
-    architecture = spec.architectures()[job["architecture"]]
-    network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=spec.lr,
+    d_head = job.get("d_head", spec.d_head)
+    architecture = spec.architectures(d_head)[job["architecture"]]
+    sweep, lr = None, spec.lr
+    if spec.lr_sweep:
+        sweep = train.sweep_lr(architecture, task, steps=lr_sweep_steps(spec.steps), seed=job["seed"],
+                               lrs=spec.lr_sweep, hop_weight=spec.hop_weight)
+        lr = sweep.lr
+    network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=lr,
                                   hop_weight=spec.hop_weight)
     tokens = task.random_tokens(np.random.default_rng([job["seed"], 3]), spec.eval_inputs)
     fmt = parse_format(spec.format)
     table = task.domain_sizes[-1]
     cost = budget(network, fmt.bits)
-    return CapacityPoint(size=job["size"], architecture=job["architecture"], seed=job["seed"], params=task.params(),
-                         layers=[spec_.mixer for spec_ in architecture.layers],
+    return CapacityPoint(size=job["size"], architecture=job["architecture"], d_head=d_head, seed=job["seed"],
+                         params=task.params(), layers=[spec_.mixer for spec_ in architecture.layers],
+                         mlp_ratio=spec.mlp_ratio,
                          accuracy=train.accuracy(network, tokens, arithmetic(fmt, spec.semantics)),
-                         accuracy_fp64=report.accuracy, hop_weight=report.hop_weight, eval_inputs=spec.eval_inputs,
-                         steps=report.steps, final_loss=report.final_loss, seconds=round(report.seconds, 2),
-                         table_bits=table * math.log2(table), budget=cost.as_dict())
+                         format=spec.format, semantics=spec.semantics, accuracy_fp64=report.accuracy,
+                         hop_weight=report.hop_weight, eval_inputs=spec.eval_inputs, steps=report.steps, lr=report.lr,
+                         lr_sweep=None if sweep is None else sweep.as_dict(), final_loss=report.final_loss,
+                         seconds=round(report.seconds, 2), table_bits=table * math.log2(table),
+                         budget=cost.as_dict())
+
+
+def with_old_protocol(spec: CapacitySpec, row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with the fields rows gained later filled in from `spec`, with the values its curve trained every row
+    at before they were recorded (the spec's d_head, MLP width, format, semantics and lr): an old row reads as
+    today's."""
+    return {"d_head": spec.d_head, "mlp_ratio": spec.mlp_ratio, "format": spec.format, "semantics": spec.semantics,
+            "lr": spec.lr, **row}
 
 
 #: What a stored row must reproduce, bit for bit, before a curve reuses the rows stored beside it (`reusable_rows`).
@@ -156,21 +234,22 @@ REPLAYED = ("accuracy", "accuracy_fp64", "final_loss", "steps", "hop_weight")
 
 def capacity(spec: CapacitySpec, engine: Engine = Engine(), stored: tuple[dict[str, Any], ...] = ()
              ) -> dict[str, Any]:
-    """Every point of the curve (a `lab.sweep` over size x architecture x seed) and its summary. With `stored`
-    curves (`write` wrote them, with the same protocol: see `reusable_rows`), their rows at sizes of `spec` are
-    kept, the first curve's where two hold a size, and only the other sizes train."""
+    """Every point of the curve (a `lab.sweep` over size x architecture x d_head x seed) and its summary. With
+    `stored` curves (`write` wrote them, with the same protocol: see `reusable_rows`), their rows at sizes of `spec`
+    are kept, the first curve's where two hold a size, and only the other sizes train."""
     names = list(spec.architectures())
     kept: list[dict[str, Any]] = []
     for curve in stored:
         have = {row["size"] for row in kept}
         kept += [row for row in reusable_rows(spec, curve, engine) if row["size"] not in have]
     done = {row["size"] for row in kept}
-    points = list(itertools.product(spec.sizes, names, spec.seeds))
-    jobs = [{"spec": plain_spec(spec), "size": size, "architecture": name, "seed": seed}
-            for size, name, seed in points if size not in done]
+    points = list(itertools.product(spec.sizes, names, spec.d_heads, spec.seeds))
+    jobs = [{"spec": plain_spec(spec), "size": size, "architecture": name, "d_head": d_head, "seed": seed}
+            for size, name, d_head, seed in points if size not in done]
     trained = [point.to_json() for point in sweep(point_job, jobs, engine, progress="capacity points")]
     order = {point: index for index, point in enumerate(points)}
-    rows = sorted(kept + trained, key=lambda row: order[row["size"], row["architecture"], row["seed"]])
+    rows = sorted(kept + trained,
+                  key=lambda row: order[row["size"], row["architecture"], row["d_head"], row["seed"]])
     return {"spec": plain_spec(spec), "rows": rows, "summary": summarise(spec, rows)}
 
 
@@ -182,7 +261,7 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     must be retrained)."""
     try:
         old = CapacitySpec(**stored["spec"])
-        rows = list(stored["rows"])
+        rows = [CapacityPoint.from_json(with_old_protocol(old, row)).to_json() for row in stored["rows"]]
     except (KeyError, TypeError) as exc:
         raise ParameterError(f"the stored curve is not one `witness capacity` wrote ({exc})") from None
     for field in asdict(spec):
@@ -194,11 +273,12 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
         return []
     probe = min(kept, key=lambda row: row["seconds"])
     replay = sweep(point_job, [{"spec": plain_spec(spec), "size": probe["size"],
-                                "architecture": probe["architecture"], "seed": probe["seed"]}], engine,
-                   progress="replaying a stored point")[0]
+                                "architecture": probe["architecture"], "d_head": probe["d_head"],
+                                "seed": probe["seed"]}], engine, progress="replaying a stored point")[0]
     differ = replay_differences(replay, probe)
     if differ:
-        raise ParameterError(f"the stored point N = {probe['size']}, {probe['architecture']}, seed {probe['seed']} "
+        raise ParameterError(f"the stored point N = {probe['size']}, {probe['architecture']}, d_head "
+                             f"{probe['d_head']}, seed {probe['seed']} "
                              f"retrained here gives {'; '.join(differ)}: the code changed since the curve was "
                              "stored, so retrain it whole")
     return kept
@@ -211,168 +291,49 @@ def replay_differences(replay: CapacityPoint, stored: dict[str, Any]) -> list[st
 
 
 def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
-    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
+    """The spec as JSON. `d_heads` and `lr_sweep` are left out where they hold the protocol of the curves stored
+    before they existed (`d_head` alone, no sweep): such a curve's stored spec, which lacks them, is then the same
+    dict as today's spec of its protocol, which is how the hierarchy's replay (`experiments.trained`) matches it."""
+    plain = {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
+    if spec.d_heads == (spec.d_head,):
+        del plain["d_heads"]
+    if not spec.lr_sweep:
+        del plain["lr_sweep"]
+    return plain
 
 
 def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (size, architecture): accuracies over seeds (mean, min, max), N log2 N, the architecture's own state
-    bits C and N log2 N / C, and whether the control learned at that size (the point's standing as evidence)."""
+    """Per (size, architecture, d_head): accuracies over seeds (mean, min, max), the learning rates they trained
+    at, N log2 N, the architecture's own state bits C and N log2 N / C, and whether the control learned at that
+    size and d_head (the point's standing as evidence: each point is judged against the control of its own shape)."""
+    rows = [with_old_protocol(spec, row) for row in rows]
     out = []
     control_mean = {}
     for size in spec.sizes:
         for name in spec.architectures():
-            points = [row for row in rows if row["size"] == size and row["architecture"] == name]
-            accuracies = [row["accuracy"] for row in points]
-            mean = sum(accuracies) / len(accuracies)
-            if name == CONTROL:
-                control_mean[size] = mean
-            state_bits = points[0]["budget"]["state_bits"]
-            table_bits = points[0]["table_bits"]
-            out.append({"size": size, "architecture": name, "seeds": len(points), "mean": mean,
-                        "min": min(accuracies), "max": max(accuracies),
-                        "mean_fp64": sum(row["accuracy_fp64"] for row in points) / len(points),
-                        "table_bits": table_bits, "state_bits": state_bits,
-                        "ratio": table_bits / state_bits if state_bits else None,
-                        "budget": {key: points[0]["budget"][key] for key in ("H", "d", "p", "Hdp")},
-                        "control_learned": control_mean[size] >= LEARNED})
-    fell_below_c = {entry["architecture"] for entry in out
+            for d_head in spec.d_heads:
+                points = [row for row in rows
+                          if row["size"] == size and row["architecture"] == name and row["d_head"] == d_head]
+                accuracies = [row["accuracy"] for row in points]
+                mean = sum(accuracies) / len(accuracies)
+                if name == CONTROL:
+                    control_mean[size, d_head] = mean
+                state_bits = points[0]["budget"]["state_bits"]
+                table_bits = points[0]["table_bits"]
+                out.append({"size": size, "architecture": name, "d_head": d_head, "seeds": len(points),
+                            "mean": mean, "min": min(accuracies), "max": max(accuracies),
+                            "mean_fp64": sum(row["accuracy_fp64"] for row in points) / len(points),
+                            "lrs": sorted({row["lr"] for row in points}),
+                            "table_bits": table_bits, "state_bits": state_bits,
+                            "ratio": table_bits / state_bits if state_bits else None,
+                            "budget": {key: points[0]["budget"][key] for key in ("H", "d", "p", "Hdp")},
+                            "control_learned": control_mean[size, d_head] >= LEARNED})
+    fell_below_c = {(entry["architecture"], entry["d_head"]) for entry in out
                     if entry["ratio"] is not None and entry["ratio"] <= 1 and entry["control_learned"]
                     and entry["mean"] < LEARNED}
     for entry in out:
-        entry["fell_below_c"] = entry["architecture"] in fell_below_c
+        entry["fell_below_c"] = (entry["architecture"], entry["d_head"]) in fell_below_c
     return out
 
 
-def standing(entry: dict[str, Any]) -> str:
-    """What one point of the curve says, in words: a fall counts only where the control learned; past C (N log2 N
-    > C) counting forces every network of the architecture to answer some input wrong, below C it forces nothing,
-    and the fall is then not forced by counting -- training, or the architecture's form (its layers, MLP and key
-    width), may explain it, and one curve cannot tell which. Counting forces one wrong input, not a fall to chance:
-    where the same architecture fell below C too, the fall past it need not be forced either, and the words say so."""
-    if entry["architecture"] == CONTROL:
-        return "control: learned" if entry["control_learned"] else "control: did NOT learn"
-    if not entry["control_learned"]:
-        return "no evidence (control did not learn)"
-    if entry["mean"] >= LEARNED:
-        return "learned too"
-    if entry["ratio"] is None:
-        return "fell where the control learned (no recurrent state: CPW's side)"
-    if entry["ratio"] > 1 and entry.get("fell_below_c"):
-        return ("fell past C, where the control learned: counting forces some input wrong here, but this "
-                "architecture fell below C too, so training or its form may explain the fall")
-    if entry["ratio"] > 1:
-        return "fell past C, where the control learned: where counting forces some input wrong"
-    return "fell below C, where the control learned: not forced by counting (training or the architecture's form)"
-
-
-def row_text(entry: dict[str, Any], ratio: str) -> str:
-    return (f"| {entry['size']} | {entry['table_bits']:.1f} | {ratio} | {entry['architecture']} | "
-            f"{entry['budget']['Hdp']} | {entry['state_bits']} | {entry['mean']:.3f} "
-            f"({entry['min']:.3f}–{entry['max']:.3f}) | {entry['mean_fp64']:.3f} | {standing(entry)} |")
-
-
-def _hop_targets(rows: list[dict[str, Any]]) -> str:
-    """The intermediate-hop loss the rows trained with, in words (the trainer's default applies where L >= 2)."""
-    weights = sorted({row["hop_weight"] for row in rows})
-    if weights == [0]:
-        return "no hop targets"
-    return ("hop targets (each intermediate hop read out after its layer) of weight "
-            + ", ".join(f"{w:g}" for w in weights))
-
-
-def markdown(curve: dict[str, Any], heading: str = "#") -> str:
-    spec = CapacitySpec(**curve["spec"])
-    hybrids = {entry["architecture"]: entry["state_bits"] for entry in curve["summary"] if entry["state_bits"]}
-    lines = [f"{heading} Capacity curve, L = {spec.L}", "",
-             f"Budget: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, evaluated at {spec.format} "
-             f"({spec.semantics} semantics: every operation rounded to the format, round to nearest even). "
-             f"Protocol: `lab.train.train` from seeded random initialisations, exactly {spec.steps} steps, "
-             f"peak lr {spec.lr:g}, {_hop_targets(curve['rows'])}, seeds {list(spec.seeds)}; accuracy = fraction "
-             f"of {spec.eval_inputs} held-out inputs whose unique argmax at the read position is the answer, run by "
-             "the executor at "
-             f"{spec.format}. C, the state bits that cross the boundary ({spec.linear_per_gap} recurrent layer(s) "
-             "per gap): " + ", ".join(f"{name} {bits}" for name, bits in hybrids.items()) + "; the control and the "
-             "full layers carry no state.", "",
-             "| N | N·log2 N | N·log2 N / C | architecture | Hdp | C (state bits) | accuracy mean (min–max) "
-             "| fp64 mean | evidence |",
-             "|---:|---:|---:|---|---:|---:|---|---:|---|"]
-    for entry in curve["summary"]:
-        ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
-        lines.append(row_text(entry, ratio))
-    lines += ["", "A fall of a trained architecture where the control learned shows that training at this budget "
-              "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
-              "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]
-    return "\n".join(lines)
-
-
-def plot(curve: dict[str, Any], path: str | Path):
-    """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture; a dashed line
-    at each hybrid's C (right of it, counting forces that hybrid's states to collide; a C far right of every N is
-    named in the legend only) and a dotted line at chance, 1/N (the answer is one of N values). x ticks name N, with
-    a * where the control did not learn (no point at that N is evidence). The legend sits right of the axes.
-    Saves to `path`; returns the Figure."""
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    spec = CapacitySpec(**curve["spec"])
-    figure = Figure(figsize=(9.0, 4.2), layout="constrained")
-    ax = figure.add_subplot()
-    handles = []
-    states: dict[int, list[tuple[str, str]]] = {}
-    for name in spec.architectures():
-        entries = [entry for entry in curve["summary"] if entry["architecture"] == name]
-        if not entries:
-            continue
-        x = [entry["table_bits"] for entry in entries]
-        mean = np.array([entry["mean"] for entry in entries])
-        low = mean - np.array([entry["min"] for entry in entries])
-        high = np.array([entry["max"] for entry in entries]) - mean
-        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=name))
-        if entries[0]["state_bits"]:
-            states.setdefault(entries[0]["state_bits"], []).append((name, handles[-1][0].get_color()))
-    sizes = sorted({entry["size"]: entry["table_bits"] for entry in curve["summary"]}.items())
-    learned = {entry["size"]: entry["control_learned"] for entry in curve["summary"]}
-    table = [bits for _, bits in sizes]
-    shown = [bits for bits in states if bits <= 2.5 * max(table)]  # further right would squeeze every point
-    ax.set_xscale("log")
-    ax.set_xlim(min(table + shown) / 1.25, max(table + shown) * 1.25)
-    for bits, owners in sorted(states.items()):
-        names = ", ".join(name for name, _ in owners)
-        style = {"color": owners[0][1], "linestyle": "--", "linewidth": 1.2}
-        if bits in shown:
-            handles.append(ax.axvline(bits, **style, label=f"C = {bits} state bits ({names})"))
-        else:
-            handles.append(Line2D([], [], **style, label=f"C = {bits} state bits ({names}),\n"
-                                                         "off the right edge: N·log2 N < C at every N here"))
-    handles += ax.plot(table, [1 / size for size, _ in sizes], color="black", linestyle=":", linewidth=1.5,
-                       label="chance: 1/N (the answer is one of N)")
-    if not all(learned.values()):
-        handles.append(Line2D([], [], linestyle="", label=f"N*: the control's mean < {LEARNED:.0%},\n"
-                                                           "so no point at that N is evidence"))
-    ax.xaxis.set_major_locator(FixedLocator(table))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([f"N = {size}{'' if learned[size] else '*'}\n{bits:.0f} bits" for size, bits in sizes],
-                       fontsize=8)
-    ax.set_xlabel("N·log2 N, the bits in the last table (log scale); right of a dashed line, N·log2 N > C")
-    ax.set_ylabel(f"accuracy at {spec.format}")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(f"L = {spec.L}: H {spec.H}, d_head {spec.d_head}, d_model {spec.d_model}, {spec.steps} steps, "
-                 f"{len(spec.seeds)} seeds", fontsize=10)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-              title="accuracy: mean over seeds, bars min–max", title_fontsize=8)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    return figure
-
-
-def write(curve: dict[str, Any], out: str | Path) -> None:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity.json").write_text(json.dumps(curve, indent=1), encoding="utf-8")
-    (out / "capacity.md").write_text(markdown(curve), encoding="utf-8")
-    plot(curve, out / "capacity.png")
-
-
-__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec",
-           "summarise", "markdown", "plot", "write", "point_job", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "point_job", "with_old_protocol", "lr_sweep_steps", "LEARNED", "CONTROL"]

@@ -123,8 +123,9 @@ def replay_capacity_job(job: dict[str, Any]) -> ReplayCheck:
     from experiments import capacity
 
     row = job["row"]
+    head = {"d_head": row["d_head"]} if "d_head" in row else {}  # rows stored before head widths were scanned
     point = capacity.point_job({"spec": job["spec"], "size": row["size"], "architecture": row["architecture"],
-                                "seed": row["seed"]})
+                                "seed": row["seed"], **head})
     differ = capacity.replay_differences(point, row)
     return ReplayCheck(what=f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
                        file=job["file"], matched=not differ,

@@ -66,7 +66,9 @@ class MixerModule(ArrayModule):
     The matrix-state recurrent kinds run chunk by chunk (`witness.mixers.chunked`) while `parallel` is set, else
     step for step as the executor's kernels do; `chunk_size` (None: the form's default) sets the chunk length.
     Both are plain attributes, so one module can run either form on the same parameters. The other kinds ignore
-    them."""
+    them. Likewise `fused_softmax` (unset by default) lets the softmax kinds take their pattern from one
+    `torch.softmax` call, which agrees with the executor only to rounding (`witness.mixers.softmax.softmax_torch`);
+    only the trainer sets it."""
 
     def __init__(self, block: Any, dtype: torch.dtype, parallel: bool = True) -> None:
         super().__init__(block.arrays(), dtype)
@@ -76,6 +78,7 @@ class MixerModule(ArrayModule):
                          if f.name not in block.array_names}
         self.parallel = parallel
         self.chunk_size: int | None = None
+        self.fused_softmax = False
         for name in getattr(block, "zero_arrays", ()):
             getattr(self, name).requires_grad_(False)
 

@@ -154,7 +154,7 @@ RESID_GROWTH = 1.5
 
 
 #: `train`'s defaults: enough for L + 1 full-attention layers to learn L = 1 composition at m = 8 and 14 (d_model 32)
-#: on held-out inputs (tests/test_train.py, docs/training.md).
+#: on held-out inputs (tests/lab/test_train.py, docs/training.md).
 DEFAULT_STEPS = 4000
 DEFAULT_LR = 3e-3
 #: Weight of the intermediate-hop targets where the task has hops: without them 3 full layers stalled at 0.34 on
@@ -261,6 +261,46 @@ def _torch_accuracy(module, tokens: torch.Tensor, expected: np.ndarray) -> float
     return float((unique_argmax(logits.double().numpy()) == expected).all(axis=1).mean())
 
 
+def training_module(network: Network):
+    """The float32 module `train` trains: `lab.torch.to_module(network)` with its softmax layers' pattern taken
+    from `torch.softmax` (`MixerModule.fused_softmax`). That rounds differently from the executor's
+    exp-and-divide, which only the weights' last bits can show; the accuracy `train` reports is still the float64
+    executor's on the imported weights."""
+    module = to_module(network, dtype=torch.float32)
+    for layer in module.blocks:
+        layer.attn.fused_softmax = True
+    return module
+
+
+def optimiser_for(module, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """The trainer's AdamW over `module`'s parameters: torch's fused kernel (one pass over each parameter,
+    elementwise, so deterministic) where this torch build has it for CPU tensors, else the multi-tensor (`foreach`)
+    path; either is several times faster on these small parameters than torch's default single-tensor loop on CPU.
+    The paths round differently in the last place, so weights trained with the loop are not reproduced bit for
+    bit; the same arguments still give the same weights on one torch build."""
+    parameters = [parameter for parameter in module.parameters() if parameter.requires_grad]
+    try:
+        return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # no fused AdamW for these tensors in this build
+        return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, foreach=True)
+
+
+def training_step(module, optimiser, tokens: torch.Tensor, targets: torch.Tensor,
+                  hop_targets: torch.Tensor | None = None, hop_at: dict[int, int] | None = None,
+                  hop_weight: float = 0.0) -> float:
+    """One step of `train`: the loss (`_losses`), its gradient, clipped to MAX_GRAD_NORM, and an optimiser step;
+    the loss before the step. A non-finite loss takes no step (the caller raises)."""
+    loss = _losses(module, tokens, targets, hop_targets, hop_at or {}, hop_weight)
+    loss_value = loss.item()
+    if not math.isfinite(loss_value):
+        return loss_value
+    optimiser.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), MAX_GRAD_NORM, foreach=True)
+    optimiser.step()
+    return loss_value
+
+
 def use_deterministic_algorithms(mode: bool, warn_only: bool = False) -> None:
     """`torch.use_deterministic_algorithms`, without the import of `torch._inductor.config` it makes to set
     Inductor's own switch (about 2 CPU-seconds, on every `train` and every capacity job): that switch is read only by
@@ -319,8 +359,8 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
     torch.set_num_threads(1)
     try:
         torch.manual_seed(seed)
-        module = to_module(architecture.initial_network(task, seed), dtype=torch.float32)
-        optimiser = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay)
+        module = training_module(architecture.initial_network(task, seed))
+        optimiser = optimiser_for(module, lr, weight_decay)
         history: list[tuple[int, float, float]] = []
         start = time.perf_counter()
         loss_value = math.nan
@@ -331,13 +371,10 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
                 tokens = task.random_tokens(data_rng, batch_size)
                 targets = torch.as_tensor(task.answers(tokens).reshape(batch_size, -1))
                 hop_targets = torch.as_tensor(task.hop_answers(tokens)) if hop_weight else None
-                loss = _losses(module, torch.as_tensor(tokens), targets, hop_targets, hop_at, hop_weight)
-                loss_value = loss.item()
-                _check_finite(architecture, module, loss_value, step, seed, lr)
-                optimiser.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(module.parameters(), MAX_GRAD_NORM)
-                optimiser.step()
+                loss_value = training_step(module, optimiser, torch.as_tensor(tokens), targets, hop_targets, hop_at,
+                                           hop_weight)
+                if not math.isfinite(loss_value):
+                    _check_finite(architecture, module, loss_value, step, seed, lr)
                 progress.update(1)
                 if (step + 1) % eval_every == 0 or step + 1 == steps:
                     _check_finite(architecture, module, loss_value, step + 1, seed, lr)
@@ -391,4 +428,4 @@ def sweep_lr(architecture: Architecture, task, steps: int, seed: int = 0, lrs=SW
 
 
 __all__ = ["Architecture", "LayerSpec", "TrainReport", "SweepReport", "train", "sweep_lr", "accuracy", "learning_rate",
-           "hop_layers"]
+           "hop_layers", "training_module", "optimiser_for", "training_step"]

@@ -59,7 +59,7 @@ LONG = (
     Long(".venv/bin/python benchmarks/run_all.py --update-docs", "about 70 s of runs", "docs/benchmarks.md"),
     Long(".venv/bin/python benchmarks/run_all.py", "about 70 s of runs"),
     Long(".venv/bin/python benchmarks/", "a minute or more"),
-    Long(".venv/bin/python examples/quickstart.py", "about 5 s (also run by tests/test_examples.py)"),
+    Long(".venv/bin/python examples/quickstart.py", "about 5 s (also run by tests/docs/test_examples.py)"),
 )
 
 #: Lines that install: checked (`check_setup`), never run.

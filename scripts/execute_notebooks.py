@@ -11,7 +11,7 @@ nothing is saved for that notebook. What is saved is made to diff small on re-ex
 cell metadata, no kernel/Python version in the notebook metadata, consecutive prints saved as one stream, and
 stderr streams (progress bars, library warnings: echoed here instead) left out of the outputs; a notebook that
 still prints a progress bar on stdout is refused. Wall and CPU time (the kernel's) of each notebook are printed;
-the tests re-execute the notebooks on every CI run (tests/test_notebooks.py), so keep each under about a minute.
+the tests re-execute the notebooks on every CI run (tests/docs/test_notebooks.py), so keep each under about a minute.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run the command lines of README.md and docs/*.md as written, and report each one's exit status and time.
 
-    .venv/bin/python scripts/run_docs_commands.py                  # the quick commands (what tests/test_readme.py runs)
+    .venv/bin/python scripts/run_docs_commands.py                  # the quick commands (what tests/docs/test_readme.py runs)
     .venv/bin/python scripts/run_docs_commands.py --long           # also the long ones (minutes to an hour each)
     .venv/bin/python scripts/run_docs_commands.py --long --list    # which commands are long, with their costs
     .venv/bin/python scripts/run_docs_commands.py --long --page docs/capacity.md --match "sizes 4 "

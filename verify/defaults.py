@@ -1,7 +1,7 @@
 """The defaults and choices the command line shows before any work runs, each defined once, here.
 
 `witness --help` and the argument parser read them without importing what uses them (hypothesis, sympy, numba,
-numpy: tests/test_startup.py), so this module imports nothing; the modules that use them import them from here
+numpy: tests/cli/test_startup.py), so this module imports nothing; the modules that use them import them from here
 (`verify.check.DEFAULT_MAX_EXAMPLES`, `verify.precision.FAMILIES` and `METHODS`, `verify.search.probes.SAMPLES`
 and `PAIR_PREFIXES` are these values).
 """

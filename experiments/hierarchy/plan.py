@@ -120,9 +120,10 @@ def capacity_jobs(config: Config) -> list[dict[str, Any]]:
     spec = config.capacity_spec()
     if spec is None:
         return []
-    return [{"kind": "capacity", "name": f"capacity N={size} {name} s{seed}", "spec": config.capacity,
-             "size": size, "architecture": name, "seed": seed}
-            for size in spec.sizes for name in spec.architectures() for seed in spec.seeds]
+    several = len(spec.d_heads) > 1  # name the head width only where the curve scans more than one
+    return [{"kind": "capacity", "name": f"capacity N={size} {name}{f' d_head {d_head}' if several else ''} s{seed}",
+             "spec": config.capacity, "size": size, "architecture": name, "d_head": d_head, "seed": seed}
+            for size in spec.sizes for name in spec.architectures() for d_head in spec.d_heads for seed in spec.seeds]
 
 
 def curve_spec(config: Config) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from experiments import capacity
+from experiments import capacity, capacity_report
 from experiments.hierarchy.config import COMPOSITION, TWO_SUM
 from experiments.hierarchy.evidence import CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN, UNTRAINED
 from experiments.hierarchy.plots import plot_min_precision, plot_outcomes
@@ -232,9 +232,9 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         curve = ["## Capacity curves: where trained architectures part", "",
                  *([f"Rows replayed from `{source}`, not trained in this run (one point was retrained here: see "
                     "the summary).", ""] if source else []),
-                 capacity.markdown(report["capacity"], heading="###")]
+                 capacity_report.markdown(report["capacity"], heading="###")]
         try:
-            capacity.plot(report["capacity"], out / "plots" / "capacity.png")
+            capacity_report.plot(report["capacity"], out / "plots" / "capacity.png")
             drawn.append("plots/capacity.png")
             curve += ["![accuracy against N log2 N / C](plots/capacity.png)", ""]
         except ImportError:

@@ -2,12 +2,13 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from experiments import capacity  # noqa: E402
+from experiments import capacity, capacity_report  # noqa: E402
 from cli.main import main  # noqa: E402
 from witness.errors import ParameterError  # noqa: E402
 
@@ -33,7 +34,7 @@ def test_summary_judges_each_point_by_its_control():
     assert (hybrid["mean"], hybrid["min"], hybrid["max"], hybrid["seeds"]) == (0.2, 0.2, 0.2, 2)
     assert hybrid["ratio"] == 64 / 96 and not hybrid["control_learned"]
     assert summary[16, "control"]["mean"] == pytest.approx(0.6)
-    text = capacity.markdown({"spec": capacity.plain_spec(SPEC), "rows": rows, "summary": list(summary.values())})
+    text = capacity_report.markdown({"spec": capacity.plain_spec(SPEC), "rows": rows, "summary": list(summary.values())})
     assert "no evidence (control did not learn)" in text
     assert "fell below C, where the control learned: not forced by counting (training or the architecture's form)" in text
     assert "control: did NOT learn" in text and "does not prove that none exists" in text
@@ -47,11 +48,11 @@ def test_a_fall_past_c_is_qualified_when_the_architecture_fell_below_c_too():
                  row(4, "0 full + deltanet", seed, 0.9, 32), row(16, "0 full + deltanet", seed, 0.2, 32)]
     summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(SPEC, rows)}
     assert summary[16, "0 full + deltanet"]["ratio"] == 2.0
-    assert "training or its form may explain the fall" in capacity.standing(summary[16, "0 full + deltanet"])
+    assert "training or its form may explain the fall" in capacity_report.standing(summary[16, "0 full + deltanet"])
     rows = [dict(r, accuracy=1.0) if (r["size"], r["architecture"]) == (4, "0 full + deltanet") else r for r in rows]
     summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(SPEC, rows)}
-    assert capacity.standing(summary[4, "0 full + deltanet"]) == "learned too"
-    assert capacity.standing(summary[16, "0 full + deltanet"]) == ("fell past C, where the control learned: where "
+    assert capacity_report.standing(summary[4, "0 full + deltanet"]) == "learned too"
+    assert capacity_report.standing(summary[16, "0 full + deltanet"]) == ("fell past C, where the control learned: where "
                                                                  "counting forces some input wrong")
 
 
@@ -115,3 +116,101 @@ def test_a_curve_reusing_stored_rows_equals_the_curve_trained_whole_and_a_stale_
                 + base[:2] + base[4:]) == 2
     err = capsys.readouterr().err
     assert "steps = 3" in err and len(err.strip().splitlines()) == 1
+
+
+# -- fair probes: every architecture at each d_head of one Hdp, the same lr sweep, the same MLP -----------------
+def test_the_spec_refuses_bad_scans_naming_the_field():
+    spec = capacity.CapacitySpec(d_head=4, d_model=32, H=1, d_heads=(8, 16, 32), lr_sweep=(1e-3, 3e-3))
+    assert spec.d_heads == (8, 16, 32) and spec.lr_sweep == (1e-3, 3e-3)
+    assert capacity.CapacitySpec(d_head=4).d_heads == (4,)  # the default: the protocol of the stored curves
+    assert "d_heads" not in capacity.plain_spec(capacity.CapacitySpec()) and "lr_sweep" not in capacity.plain_spec(
+        capacity.CapacitySpec())
+    refused = [({"d_heads": (8, 64)}, "d_heads: d_head 64 makes the budget's d .* = 64, not the 32 .*another Hdp"),
+               ({"d_heads": (8, 8)}, "d_heads lists 8 more than once"),
+               ({"d_heads": (0,)}, "d_heads must be >= 1"),
+               ({"lr_sweep": (1e-3, -1.0)}, "lr_sweep: a learning rate must be a positive finite number"),
+               ({"lr_sweep": (float("nan"),)}, "lr_sweep: a learning rate"),
+               ({"lr_sweep": (1e-3, 1e-3)}, "lr_sweep lists 0.001 more than once"),
+               ({"lr": 0.0}, "lr: a learning rate"),
+               ({"mlp_ratio": -1}, "mlp_ratio must be >= 0")]
+    for fields, says in refused:
+        with pytest.raises(ParameterError, match=says):
+            capacity.CapacitySpec(d_head=4, d_model=32, H=1, **fields)
+
+
+def test_a_tiny_fair_curve_records_every_field_and_a_chosen_lr_of_the_sweep(tmp_path):
+    out = tmp_path / "fair"
+    argv = ["capacity", "--sizes", "4", "--seeds", "1", "--steps", "20", "--H", "1", "--d-head", "2", "--d-heads",
+            "2", "8", "--d-model", "8", "--lr-sweep", "1e-3", "1e-2", "--mlp-ratio", "1", "--mixers", "deltanet",
+            "--eval-inputs", "32", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    curve = json.loads((out / "capacity.json").read_text())
+    assert curve["spec"]["d_heads"] == [2, 8] and curve["spec"]["lr_sweep"] == [1e-3, 1e-2]
+    rows = curve["rows"]
+    assert {(r["architecture"], r["d_head"]) for r in rows} == {(a, d) for a in ("control", "1 full",
+                                                                               "0 full + deltanet") for d in (2, 8)}
+    for r in rows:
+        assert (r["mlp_ratio"], r["steps"], r["seed"], r["format"], r["semantics"]) == (1, 20, 0, "fp16", "strict")
+        assert r["lr"] in (1e-3, 1e-2) and r["lr_sweep"]["lr"] == r["lr"]
+        assert r["lr_sweep"]["steps"] == 5 and [lr for lr, _ in r["lr_sweep"]["tried"]] == [1e-3, 1e-2]
+        assert r["budget"]["d_head"] == r["d_head"] and r["budget"]["Hdp"] == 8 * 16  # one budget for all
+    summary = curve["summary"]
+    assert [(e["architecture"], e["d_head"]) for e in summary] == [(r["architecture"], r["d_head"]) for r in rows]
+    assert all(e["lrs"] == [r["lr"]] for e, r in zip(summary, rows))
+    text = (out / "capacity.md").read_text()
+    assert "d_head 2, 8 (every architecture at each, all one Hdp" in text and "| d_head | lr (chosen) | Hdp |" in text
+    assert "among 0.001, 0.01 by `lab.train.sweep_lr` (5 steps at each" in text
+    assert "an MLP of width 1·d_model after every layer" in text
+
+
+ROOT = Path(__file__).resolve().parents[2]
+STORED_CURVES = ["docs/capacity/capacity", "docs/capacity/small/capacity", "docs/capacity/L2/capacity"]
+
+
+@pytest.mark.parametrize("stem", STORED_CURVES)
+def test_the_stored_curves_still_render_byte_for_byte(stem):
+    """Curves stored before rows recorded d_head, mlp_ratio, lr and format read as their old protocol: the page
+    is the committed one, from the stored summary and from one recomputed now."""
+    curve = json.loads((ROOT / f"{stem}.json").read_text(encoding="utf-8"))
+    page = (ROOT / f"{stem}.md").read_text(encoding="utf-8")
+    assert capacity_report.markdown(curve) == page
+    spec = capacity.CapacitySpec(**curve["spec"])
+    assert capacity_report.markdown({**curve, "summary": capacity.summarise(spec, curve["rows"])}) == page
+    assert capacity.plain_spec(spec) == curve["spec"]  # the hierarchy's replay compares these dicts
+
+
+def test_a_stored_curve_of_the_old_row_format_is_reused(tmp_path):
+    """A stored row without the fields rows gained (d_head, mlp_ratio, lr, format, semantics) is read as the old
+    protocol's, replayed and kept, and the merged curve's rows hold those fields."""
+    base = ["--seeds", "1", "--steps", "3", "--H", "1", "--d-head", "2", "--d-model", "8", "--mixers", "deltanet",
+            "--eval-inputs", "32", "--quiet"]
+    part = tmp_path / "part"
+    assert main(["capacity", "--sizes", "4", "--out", str(part)] + base) == 0
+    stored = json.loads((part / "capacity.json").read_text())
+    new_fields = ("d_head", "mlp_ratio", "lr", "format", "semantics")
+    old = {**stored, "rows": [{k: v for k, v in r.items() if k not in new_fields} for r in stored["rows"]]}
+    (part / "capacity.json").write_text(json.dumps(old))
+    assert main(["capacity", "--sizes", "4", "6", "--out", str(tmp_path / "merged"), "--reuse", str(part)]
+                + base) == 0
+    merged = json.loads((tmp_path / "merged" / "capacity.json").read_text())
+    assert [r for r in merged["rows"] if r["size"] == 4] == stored["rows"]
+
+
+@pytest.mark.parametrize("options, says", [
+    (["--d-heads", "2", "16"], "d_head 16 makes the budget's d"),
+    (["--d-heads", "2", "2"], "d_heads lists 2 more than once"),
+    (["--d-heads", "x"], "--d-heads"),
+    (["--lr-sweep", "1e-3", "-1"], "lr_sweep: a learning rate must be a positive finite number"),
+    (["--lr-sweep", "nan"], "lr_sweep: a learning rate"),
+    (["--mlp-ratio", "-1"], "mlp_ratio must be >= 0"),
+])
+def test_the_command_refuses_bad_scans_in_one_line(tmp_path, capsys, monkeypatch, options, says):
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("trained despite a bad option")
+
+    monkeypatch.setattr("experiments.capacity.capacity", must_not_train)
+    argv = ["capacity", "--sizes", "4", "--H", "1", "--d-head", "2", "--d-model", "8", "--out",
+            str(tmp_path / "c"), "--quiet"] + options
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1

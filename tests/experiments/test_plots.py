@@ -103,10 +103,10 @@ def capacity_curve(sizes, mixers=("rnn", "deltanet")):
 
 
 def test_capacity_legend_sits_outside_and_names_C_and_chance(tmp_path):
-    from experiments import capacity
+    from experiments import capacity_report
 
     curve = capacity_curve((24, 32, 48, 64))
-    fig = capacity.plot(curve, tmp_path / "capacity.png")
+    fig = capacity_report.plot(curve, tmp_path / "capacity.png")
     assert (tmp_path / "capacity.png").read_bytes()[:8] == PNG_MAGIC
     renderer = drawn(fig)
     ax = fig.axes[0]

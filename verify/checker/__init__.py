@@ -1,7 +1,7 @@
 """The trusted checker: confirms or refuses a certificate, re-deriving every step of its proof.
 
 A leaf package: it imports the standard library, numpy, gmpy2 and safetensors, and nothing of `witness`,
-`constructions` or the rest of `verify` (tests/test_checker_independence.py reads its imports). It has its own file
+`constructions` or the rest of `verify` (tests/verify/checker/test_numbers.py reads its imports). It has its own file
 loader (`files`), its own exact rounding and exponentials (`numbers`), its own task definitions (`tasks`) and its own
 model of the two semantics (written out in docs/certificates.md and above each proof).
 

@@ -31,7 +31,7 @@ _KERNELS = None
 
 def kernels():
     """`witness.arith.kernels`, imported on first use: numba takes about half a CPU-second to import, and only a
-    rounding or an index-order matmul needs it (a compile or `--help` never does; tests/test_startup.py)."""
+    rounding or an index-order matmul needs it (a compile or `--help` never does; tests/cli/test_startup.py)."""
     global _KERNELS
     if _KERNELS is None:
         from witness.arith import kernels as module

@@ -3,7 +3,7 @@
 numpy rounds an array in several passes over memory (exponent, constant, add, subtract, sign) and an ordered
 matmul in two such roundings per step of the contraction; these loops do each entry's whole computation at once,
 in registers. They compute the same function as the definitions they replace, by the arguments in their
-docstrings; tests/test_strict_matmul.py and tests/test_strict_reference.py judge them against MPFR and exact
+docstrings; tests/witness/test_strict_matmul.py and tests/witness/test_strict_reference.py judge them against MPFR and exact
 rationals. The kernels take plain numbers (the callers in `witness.arith.formats` and `witness.arith.semantics`
 derive them from a format), so this module knows nothing of witness.
 

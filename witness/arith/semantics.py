@@ -12,7 +12,7 @@
   (2^-(I+2F+1)); so float64 then grid rounding is again exact. fp64 itself is native float64. Other formats are
   refused for `strict`, with the reason. Speed comes from compiled loops (`witness.arith.kernels`: each rounding one
   addition and one subtraction of a constant read off the bit pattern, the ordered matmul fused into one loop that
-  skips zero factors), each argued where it is and tested against MPFR in tests/test_strict_matmul.py.
+  skips zero factors), each argued where it is and tested against MPFR in tests/witness/test_strict_matmul.py.
   exp: float64 `np.exp` (long double for fp64) gives a candidate whose error is far below the assumed bound
   `EXP_RELATIVE_ERROR`; where both ends of the candidate's error interval round to the same format value, that
   value is the correctly rounded exp (rounding is monotone); the few entries near a rounding boundary are
@@ -94,7 +94,7 @@ class StrictArithmetic(_Rounded):
 
     def store(self, a: np.ndarray) -> np.ndarray:
         """Rounds nothing under `strict`: the executor stores only what an operation of this arithmetic (or
-        `weights`, or `store`) produced, a value of the format already (tests/test_strict_matmul.py checks every
+        `weights`, or `store`) produced, a value of the format already (tests/witness/test_strict_matmul.py checks every
         operand of every operation on random networks of every mixer). `mixed` operates in fp32 and stores in
         its format, so there storing rounds."""
         return a if self.operations_format == self.format else self.format.round(a, "store")
