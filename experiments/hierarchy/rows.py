@@ -17,11 +17,10 @@ CERTIFIED, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConstructionRow(Row):
-    """A construction compiled, its p* found by certify and certified there (stage 1). A construction that is not
-    installed has neither n_ctx, p* search, format nor budget; one certify could not prove has no certificate."""
+class OfConstruction(Row):
+    """The fields that open every row about one construction (stage 1's and the separation's): which one, of
+    which task and depth, at which parameters and semantics. A separation row always has its depth L."""
 
-    STAGE: ClassVar[str] = "construction"
     L: int | None
     task: str
     name: str
@@ -29,6 +28,14 @@ class ConstructionRow(Row):
     architecture: str
     params: dict[str, Any]
     semantics: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstructionRow(OfConstruction):
+    """A construction compiled, its p* found by certify and certified there (stage 1). A construction that is not
+    installed has neither n_ctx, p* search, format nor budget; one certify could not prove has no certificate."""
+
+    STAGE: ClassVar[str] = "construction"
     network: str | None = None
     certificate: str | None = None
     n_ctx: int | None = optional()
@@ -40,19 +47,12 @@ class ConstructionRow(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SeparationRow(Row):
+class SeparationRow(OfConstruction):
     """The (L+1)-layer construction certified at the smallest size where Theorem 1.1 covers its budget
     (`experiments.separation`); its certificate needs no network file. `replayed_from` names the stored separation
     a replaying run re-checked."""
 
     STAGE: ClassVar[str] = "separation"
-    L: int
-    task: str
-    name: str
-    construction: str
-    architecture: str
-    params: dict[str, Any]
-    semantics: str
     format: str
     network: None = None
     certificate: str
