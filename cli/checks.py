@@ -10,12 +10,12 @@ from typing import Any
 
 from cli.common import (EXIT_FALSIFIED, EXIT_UNKNOWN, CliError, Later, Parser, add_arithmetic_options, add_command,
                         add_output_options, arithmetic_from_args, budget_text, check_input_file, check_output_file,
-                        emit, refuse_endless_count)
+                        emit, refuse_endless_count, with_meaning)
 from cli.options import PARAMETRIC_CONSTRUCTION, NamedConstruction, add_signature_options
 from verify.defaults import DEFAULT_MAX_EXAMPLES, FAMILY_SPLITS, METHODS
 from verify.result import Status
 from witness.arith import arithmetic, parse_format
-from witness.arith.semantics import SEMANTICS
+from witness.arith.semantics import SEMANTICS, semantics_text
 from witness.io import load
 from witness.registry import builder, compile, construction_names
 
@@ -25,14 +25,15 @@ def result_payload(result) -> dict[str, Any]:
     """status, format, semantics, p, method, checked, failures, counterexample (tokens, expected, output,
     trace) and the method's detail (seed, budget, ...)."""
     out = result.as_dict()
-    return {"status": out["status"], **out["arithmetic"], "method": out["method"], "checked": out["checked"],
-            "failures": out["failures"], "counterexample": out["counterexample"], "detail": out["detail"]}
+    return with_meaning({"status": out["status"], **out["arithmetic"], "method": out["method"],
+                         "checked": out["checked"], "failures": out["failures"],
+                         "counterexample": out["counterexample"], "detail": out["detail"]})
 
 
 def result_text(result) -> str:
     described = result.arithmetic
     lines = [f"{result.status.value}: {result.method} check, {result.checked} inputs run, {result.failures} wrong "
-             f"({described['format']}, {described['semantics']}, p = {described['p']})"]
+             f"({described['format']}, {semantics_text(described['semantics'])}, p = {described['p']})"]
     if result.counterexample is not None:
         example = result.counterexample
         lines.append(f"counterexample: tokens {','.join(map(str, example.tokens))}; expected {example.expected}, "
@@ -96,15 +97,15 @@ def cmd_min_precision(args: argparse.Namespace) -> int:
 
     case = precision.Case(precision_checker(args), args.family, args.semantics, args.max_bits)
     found = precision.table([case])[0].result
-    payload = found.as_dict()
-    payload["method"] = args.method
+    payload = with_meaning({**found.as_dict(), "method": args.method})
     if found.p is None:
         text = (f"unknown: {args.method} verifies no {args.family} format of at most {args.max_bits} bits under "
-                f"{args.semantics} ({len(found.trials)} checks)")
+                f"{semantics_text(args.semantics)} ({len(found.trials)} checks)")
     else:
         split = ", ".join(f"{name} {bits}" for name, bits in found.split.items())
         below = "; ".join(f"{trial.format} {trial.status}" for trial in found.below) or "no runnable split"
-        text = (f"p* = {found.p}: {found.format} ({split}) {args.method}-verified under {args.semantics}\n"
+        text = (f"p* = {found.p}: {found.format} ({split}) {args.method}-verified under "
+                f"{semantics_text(args.semantics)}\n"
                 f"at p* - 1 = {found.p - 1}: {below}; every smaller p was tried as well")
         if args.method == "certify":
             text += ("\ncertify is sound, not complete: p* is an upper bound on the fewest bits at which the network "
@@ -166,10 +167,10 @@ def cmd_certify(args: argparse.Namespace) -> int:
                            "--n ...")
         network = load(args.target)
         result = certify(network, arithmetic_from_args(args, network))
-    described = f"certify ({result.arithmetic['format']}, {result.arithmetic['semantics']})"
+    described = f"certify ({result.arithmetic['format']}, {semantics_text(result.arithmetic['semantics'])})"
     if result.status is not Status.VERIFIED:
-        emit(args, {"status": result.status.value, **result.arithmetic, "method": "certify",
-                    "reason": result.detail["reason"], "certificate": None},
+        emit(args, with_meaning({"status": result.status.value, **result.arithmetic, "method": "certify",
+                                 "reason": result.detail["reason"], "certificate": None}),
              f"{result.status.value}: {described}: {result.detail['reason']}")
         return EXIT_UNKNOWN
     if args.out is not None:
@@ -179,8 +180,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     budget = result.detail["budget"]
-    emit(args, {"status": "verified", **result.arithmetic, "method": "certify",
-                "inputs_log2": result.detail["inputs_log2"], "budget": budget, "certificate": args.out},
+    emit(args, with_meaning({"status": "verified", **result.arithmetic, "method": "certify",
+                             "inputs_log2": result.detail["inputs_log2"], "budget": budget,
+                             "certificate": args.out}),
          f"verified: {described}, every input of the family (2^{result.detail['inputs_log2']} inputs); "
          f"{budget_text(budget)}" + (f"\nwrote {args.out}" if args.out else ""))
     return 0
@@ -213,9 +215,10 @@ def cmd_check_certificate(args: argparse.Namespace) -> None:
         summary = checker.check_files(args.certificate, args.file)
     except checker.Refused as exc:
         raise CliError(f"refused: {exc}") from None
-    emit(args, {"status": "confirmed", **summary},
+    emit(args, with_meaning({"status": "confirmed", **summary}),
          f"confirmed: {args.certificate} ({summary['task']} {summary['params']}, {summary['format']}, "
-         f"{summary['semantics']}; 2^{summary['inputs_log2']} inputs; {budget_text(summary['budget'])})")
+         f"{semantics_text(summary['semantics'])}; 2^{summary['inputs_log2']} inputs; "
+         f"{budget_text(summary['budget'])})")
 
 
 def add_check_certificate(commands) -> None:

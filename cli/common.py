@@ -18,7 +18,7 @@ import numpy as np
 # (tests/cli/test_startup.py, benchmarks/startup.py).
 from witness.arith import Arithmetic, Format, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
-from witness.arith.semantics import SEMANTICS
+from witness.arith.semantics import MEANINGS, SEMANTICS
 from witness.errors import WitnessError
 
 #: Exit statuses (docs/conventions.md §7): 0 verified / confirmed / no failure found, 1 a counterexample,
@@ -60,6 +60,12 @@ def add_command(commands, name: str, handler, help_text: str, **parser_options: 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     print(json.dumps(payload) if args.json else text)
+
+
+def with_meaning(payload: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's JSON with its semantics' meaning beside the name (`semantics_meaning`), which the text says as
+    `semantics_text`."""
+    return {**payload, "semantics_meaning": MEANINGS[payload["semantics"]]}
 
 
 def budget_text(budget: dict) -> str:

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from cli.common import (EXIT_FALSIFIED, CliError, Later, add_arithmetic_options, add_command, add_format_option,
-                        arithmetic_from_args, check_output_file, emit, format_from_args, refuse_endless_count)
+                        arithmetic_from_args, check_output_file, emit, format_from_args, refuse_endless_count,
+                        with_meaning)
 from cli.options import construction_options
+from witness.arith.semantics import semantics_text
 from witness.errors import InputError
 from witness.execute import run as execute_run
 from witness.io import load
@@ -68,10 +70,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = check.sampled(network, args.random, args.seed, arith)
     correct = result.checked - result.failures
-    payload = {"correct": correct, "total": result.checked, "asked": args.random, "seed": args.seed,
-               **result.arithmetic}
+    payload = with_meaning({"correct": correct, "total": result.checked, "asked": args.random, "seed": args.seed,
+                            **result.arithmetic})
     text = (f"{correct}/{result.checked} random inputs correct (seed {args.seed}, {result.arithmetic['format']} "
-            f"{result.arithmetic['semantics']})")
+            f"{semantics_text(result.arithmetic['semantics'])})")
     if "stopped_by_overflow" in result.detail:
         payload["stopped_by_overflow"] = result.detail["stopped_by_overflow"]
         text += (f"; stopped after {result.checked} of {args.random} inputs: a run overflowed "

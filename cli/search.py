@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.common import (EXIT_FALSIFIED, Parser, add_output_options, check_output_file, emit, one_or_each)
+from cli.common import (EXIT_FALSIFIED, Parser, add_output_options, check_output_file, emit, one_or_each,
+                        with_meaning)
 from cli.options import add_task_options, task_from_args
 from verify.defaults import PAIR_PREFIXES, SEARCH_SAMPLES
 from witness.arith import Arithmetic, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
-from witness.arith.semantics import SEMANTICS
+from witness.arith.semantics import SEMANTICS, semantics_text
 from witness.tasks import record_of
 
 
@@ -31,8 +32,8 @@ def search_text(report) -> str:
                           for record in report.searched["probes"] if "failing" in record)
     lines = [f"{failing} of {tried} inputs failed ({per_probe}; {len(report.failures)} kept below, each confirmed "
              f"by a fresh run); {len(report.pairs)} indistinguishable pairs; {report.searched['inputs']} inputs run "
-             f"in all ({report.format} {report.semantics}; H {budget['H']}, d {budget['d']}, p {budget['p']}, "
-             f"Hdp {budget['Hdp']}, state bits {budget.get('state_bits', 0)})"]
+             f"in all ({report.format} {semantics_text(report.semantics)}; H {budget['H']}, d {budget['d']}, "
+             f"p {budget['p']}, Hdp {budget['Hdp']}, state bits {budget.get('state_bits', 0)})"]
     counted = report.searched.get("counting", {})
     if counted.get("applies"):
         lines.append(f"counting: the last table holds N·log2 N = {counted['table_bits']:g} bits, the recurrent state "
@@ -49,7 +50,7 @@ def search_text(report) -> str:
 
 def emit_search(args: argparse.Namespace, report) -> int:
     """Exit 1 when the search found a failure or an indistinguishable pair (each confirmed by a fresh run)."""
-    emit(args, report.as_dict(), search_text(report))
+    emit(args, with_meaning(report.as_dict()), search_text(report))
     return EXIT_FALSIFIED if report.failures or report.pairs else 0
 
 

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 from cli.common import (CliError, add_command, add_format_option, budget_text, check_output_folder, emit,
-                        format_from_args)
+                        format_from_args, with_meaning)
 from cli.options import PARAMETRIC_CONSTRUCTION
 from witness.arith import parse_format
+from witness.arith.semantics import semantics_text
 from witness.io import load
 
 
@@ -125,10 +126,11 @@ def cmd_separation(args: argparse.Namespace) -> None:
         raise CliError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     brief = {key: value for key, value in summary.items() if key not in ("certificate", "trials_at_k")}
     brief["certificate"] = str(out / "certificate.json")
-    emit(args, brief, f"L = {args.L}: k = {summary['k']} (log2 n = {summary['prompt_length_log2']}), certified at "
-                      f"p* = {summary['p']} ({summary['format']}, {summary['semantics']}); Hdp = {summary['Hdp']} <= "
-                      f"{summary['theorem']['largest_Hdp']} = floor(n^(2^-{4 * args.L + 2})): covered\n"
-                      f"wrote {out}/certificate.json, separation.json, separation.md")
+    emit(args, with_meaning(brief), f"L = {args.L}: k = {summary['k']} (log2 n = {summary['prompt_length_log2']}), "
+                                    f"certified at p* = {summary['p']} ({summary['format']}, "
+                                    f"{semantics_text(summary['semantics'])}); Hdp = {summary['Hdp']} <= "
+                                    f"{summary['theorem']['largest_Hdp']} = floor(n^(2^-{4 * args.L + 2})): covered\n"
+                                    f"wrote {out}/certificate.json, separation.json, separation.md")
 
 
 def add_separation(commands) -> None:

@@ -25,7 +25,7 @@ def test_run_random_under_a_format_and_semantics(network_file, capsys):
     assert (payload["correct"], payload["total"]) == (40, 40)
     assert (payload["format"], payload["semantics"], payload["p"]) == ("fp16", "strict", 16)
     assert main(["run", network_file, "--random", "5", "--format", "float:3,4", "--semantics", "theory"]) == 0
-    assert capsys.readouterr().out.startswith("5/5 random inputs correct (seed 0, float:3,4 theory)")
+    assert capsys.readouterr().out.startswith("5/5 random inputs correct (seed 0, float:3,4 theory: exact inside blocks")
 
 
 def test_run_defaults_to_the_claimed_format_under_strict(network_file, capsys):

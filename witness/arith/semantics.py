@@ -49,6 +49,16 @@ from witness.arith.formats import FP32, FP64, Exact, Fixed, Float, Format, kerne
 from witness.errors import ParameterError, StandInOverflow
 
 SEMANTICS = ("strict", "theory", "mixed")
+#: What each semantics means, in the words every verdict carries beside its name (docs/formats.md#semantics): a
+#: `verified` under theory is a claim about exact arithmetic inside blocks, not about any hardware.
+MEANINGS = {"strict": "every operation rounded to the format, sums in index order",
+            "theory": "exact inside blocks, every stored vector rounded",
+            "mixed": "fp32 inside blocks, every stored vector rounded"}
+
+
+def semantics_text(semantics: str) -> str:
+    """The semantics with its meaning, as verdicts print it: "theory: exact inside blocks, ..."."""
+    return f"{semantics}: {MEANINGS[semantics]}"
 
 #: A bound on the relative error of numpy's float64 exp (measured: under 2^-52), with a wide margin.
 EXP_RELATIVE_ERROR = 2.0 ** -40
@@ -359,4 +369,4 @@ def arithmetic(fmt: Format | str, semantics: str = "strict") -> Arithmetic:
 
 
 __all__ = ["arithmetic", "StrictArithmetic", "TheoryArithmetic", "MixedArithmetic",
-           "SEMANTICS", "float64_ops_are_correctly_rounded"]
+           "SEMANTICS", "MEANINGS", "semantics_text", "float64_ops_are_correctly_rounded"]
