@@ -5,7 +5,8 @@ name) carries the task, its parameters, the construction, the claimed format, th
 and every array's shape and dtype (docs/conventions.md §2). The dtypes are `witness.storage.STORAGE_DTYPES`: each
 array is written in the dtype the network holds it in (a construction builds each in its narrowest), and a header
 without dtypes (a file written before they were recorded) means float64 throughout. Files are read with
-`allow_pickle=False`; anything truncated, malformed or inconsistent with its own header is a FileFormatError.
+`allow_pickle=False`; anything truncated, malformed or inconsistent with its own header, or holding an array its
+layer structure does not name (`witness.mixers.network_from_state`), is a FileFormatError.
 """
 
 from __future__ import annotations

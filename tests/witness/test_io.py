@@ -170,6 +170,9 @@ def test_bad_basis_and_structure(tmp_path):
     arrays, head = good_parts()
     assert "basis has" in load_error(write(tmp_path / "f.npz", arrays, head | {"basis": ["one"]}))
     assert "structure must list" in load_error(write(tmp_path / "g.npz", arrays, head | {"structure": None}))
+    structure = {**head["structure"], "layers": [1] + head["structure"]["layers"][1:]}
+    refusal = load_error(write(tmp_path / "h.npz", arrays, head | {"structure": structure}))
+    assert "gives the layer 1, not an object" in refusal
 
 
 class _Tripwire:

@@ -5,7 +5,9 @@ A weights file is a set of arrays under TransformerLens names plus a JSON header
 the executor would load it: the header's kind and version are witness's, its shapes name every array (a header
 without dtypes, from before witness recorded them, is taken as it is; dtypes, where given, are among the ones
 witness stores: int8, uint8, int16, float16, float32, float64, from each of which the widening to float64 is
-lossless), and the arrays' shapes agree with each other (`_require_consistent`) as the executor's network requires.
+lossless), the arrays' shapes agree with each other (`_require_consistent`) as the executor's network requires, and
+every array is one the layer structure names (another is run by a reader that runs every block it finds, never by
+the executor or the proof).
 It takes from the header only the structure (mixer kind and options per layer, whether it has an MLP, the read
 positions), the task and its parameters, and the basis labels. Files are read without pickle.
 
@@ -37,6 +39,11 @@ NETWORK_VERSION = 1
 #: The mixer kinds a proof reads, each through the projections W_Q, W_K, W_V, W_O and their biases.
 PROJECTED_KINDS = ("attention", "linear", "block_sparse")
 STORED_DTYPES = ("int8", "uint8", "int16", "float16", "float32", "float64")
+#: A projected layer's arrays under `blocks.{l}.attn`, and an MLP's under `blocks.{l}.mlp`.
+PROJECTIONS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+MLP_ARRAYS = ("W_in", "b_in", "W_out", "b_out")
+#: How many unnamed arrays a refusal lists.
+SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,13 @@ def _require_consistent(weights: Weights, where: str) -> None:
     b_V [H, d_v], b_O [d] (d_v = d_k but in linear attention) and, where the layer has an MLP, W_in [d, f],
     b_in [f], W_out [f, d], b_out [d]; the readout W_U [d, vocab_out], b_U [vocab_out]; d unique basis labels.
     Layers of kinds outside PROJECTED_KINDS are left to the proof, which refuses them. A proof reads an array by
-    its name alone, so an array of another shape would be read as something the executor refuses to run."""
+    its name alone, so an array of another shape would be read as something the executor refuses to run.
+
+    Every array is one of those (the MLP's only where the structure gives the layer one): the executor and the
+    proof never read another, but a reader that runs every `blocks.{l}` it finds (TransformerLens-style) would, so
+    a third block in a two-layer file could answer wrong under a confirmed certificate. Under a layer of a kind
+    outside PROJECTED_KINDS this checker does not know the kind's arrays, so it leaves that layer's
+    `blocks.{l}.attn.*` alone: the proof refuses the kind, so no certificate of such a file is confirmed."""
     arrays = weights.arrays
 
     def shape_of(name: str) -> tuple[int, ...]:
@@ -123,24 +136,30 @@ def _require_consistent(weights: Weights, where: str) -> None:
     d = W_E[1]
     W_pos = shape_of("pos_embed.W_pos")
     require(len(W_pos) == 2 and W_pos[1] == d, f"{where}: pos_embed.W_pos has shape {list(W_pos)}, not [n_ctx, {d}]")
+    named = {"embed.W_E", "pos_embed.W_pos", "unembed.W_U", "unembed.b_U"}
+    unread_kinds = []  # the attn prefixes of layers whose kind no proof reads
     for l, layer in enumerate(weights.structure["layers"]):
+        if isinstance(layer, dict) and layer.get("mlp"):
+            named.update(f"blocks.{l}.mlp.{name}" for name in MLP_ARRAYS)
         if not isinstance(layer, dict) or layer.get("mixer") not in PROJECTED_KINDS:
+            unread_kinds.append(f"blocks.{l}.attn.")
             continue  # a kind no proof reads: the proof refuses it by name
         attn = f"blocks.{l}.attn"
+        named.update(f"{attn}.{name}" for name in PROJECTIONS)
         W_Q, W_V = shape_of(f"{attn}.W_Q"), shape_of(f"{attn}.W_V")
         require(len(W_Q) == 3 and len(W_V) == 3, f"{where}: {attn}.W_Q and W_V are not [H, d_model, d_head]")
         H, d_k, d_v = W_Q[0], W_Q[2], W_V[2]
         require(layer["mixer"] == "linear" or d_v == d_k, f"{where}: {attn}.W_V has d_v {d_v}, W_Q d_k {d_k}; softmax "
                                                           "heads have one width")
-        for name, shape in (("W_Q", (H, d, d_k)), ("W_K", (H, d, d_k)), ("W_V", (H, d, d_v)), ("W_O", (H, d_v, d)),
-                            ("b_Q", (H, d_k)), ("b_K", (H, d_k)), ("b_V", (H, d_v)), ("b_O", (d,))):
+        for name, shape in zip(PROJECTIONS, ((H, d, d_k), (H, d, d_k), (H, d, d_v), (H, d_v, d), (H, d_k), (H, d_k),
+                                             (H, d_v), (d,))):
             expect(f"{attn}.{name}", shape)
         if layer.get("mlp"):
             mlp = f"blocks.{l}.mlp"
             W_in = shape_of(f"{mlp}.W_in")
             require(len(W_in) == 2, f"{where}: {mlp}.W_in has shape {list(W_in)}, not [d_model, d_mlp]")
             f = W_in[1]
-            for name, shape in (("W_in", (d, f)), ("b_in", (f,)), ("W_out", (f, d)), ("b_out", (d,))):
+            for name, shape in zip(MLP_ARRAYS, ((d, f), (f,), (f, d), (d,))):
                 expect(f"{mlp}.{name}", shape)
     W_U = shape_of("unembed.W_U")
     require(len(W_U) == 2, f"{where}: unembed.W_U has shape {list(W_U)}, not [d_model, vocab_out]")
@@ -148,6 +167,10 @@ def _require_consistent(weights: Weights, where: str) -> None:
     expect("unembed.b_U", (W_U[1],))
     require(len(weights.basis) == d, f"{where}: the basis has {len(weights.basis)} labels, d_model is {d}")
     require(len(set(weights.basis)) == d, f"{where}: the basis repeats a label")
+    unnamed = sorted(name for name in arrays if name not in named and not name.startswith(tuple(unread_kinds)))
+    more = f", and {len(unnamed) - SHOWN} more" if len(unnamed) > SHOWN else ""
+    require(not unnamed, f"{where}: arrays the layer structure does not use: {', '.join(unnamed[:SHOWN])}{more} (a "
+                         "reader that runs every block it finds would run them)")
 
 
 def load_weights(path) -> Weights:

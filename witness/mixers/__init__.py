@@ -37,8 +37,13 @@ MIXERS: dict[str, Mixer] = {mixer.kind: mixer for module in (attention, block_sp
 RECURRENT_MIXERS = tuple(mixer.block for mixer in MIXERS.values() if hasattr(mixer.block, "state_numbers"))
 
 
+#: How many unnamed arrays a refusal lists.
+SHOWN = 4
+
+
 def network_from_state(state: dict[str, Any], structure: dict[str, Any], basis: Basis, meta: Meta) -> Network:
-    """Rebuild a Network from TransformerLens-named arrays plus `Network.structure()`; errors name what is missing."""
+    """Rebuild a Network from TransformerLens-named arrays plus `Network.structure()`; errors name what is missing,
+    and `state` holds exactly the network's arrays: one the structure does not name is refused too."""
 
     def take(prefix: str, cls: type) -> dict[str, Any]:
         missing = [name for name in cls.array_names if f"{prefix}.{name}" not in state]
@@ -54,6 +59,8 @@ def network_from_state(state: dict[str, Any], structure: dict[str, Any], basis: 
     embedding = Embedding(_get(state, "embed.W_E"), _get(state, "pos_embed.W_pos"))
     layers = []
     for l, spec in enumerate(layers_spec):
+        if not isinstance(spec, dict):
+            raise FileFormatError(f"blocks.{l}: the structure gives the layer {spec!r}, not an object")
         mixer = MIXERS.get(spec.get("mixer"))
         if mixer is None:
             raise FileFormatError(f"blocks.{l}: unknown mixer kind {spec.get('mixer')!r}; known: {sorted(MIXERS)}")
@@ -63,7 +70,16 @@ def network_from_state(state: dict[str, Any], structure: dict[str, Any], basis: 
         mlp = MLP(**take(f"blocks.{l}.mlp", MLP)) if spec.get("mlp") else None
         layers.append(Layer(block, mlp))
     readout = Readout(**take("unembed", Readout), read=read)
-    return Network(embedding, tuple(layers), readout, basis, meta)
+    network = Network(embedding, tuple(layers), readout, basis, meta)
+    # An array the structure does not name is one the executor never runs, but a reader that runs every
+    # `blocks.{l}` it finds (TransformerLens-style) would: the two would answer differently from one file.
+    named = network.state_dict()
+    unnamed = sorted(name for name in state if name not in named)
+    if unnamed:
+        more = f", and {len(unnamed) - SHOWN} more" if len(unnamed) > SHOWN else ""
+        raise FileFormatError(f"arrays the layer structure does not use: {', '.join(unnamed[:SHOWN])}{more} (a "
+                              "reader that runs every block it finds would run them)")
+    return network
 
 
 def _get(state: dict[str, Any], name: str) -> Any:
