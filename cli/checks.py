@@ -216,9 +216,26 @@ def cmd_check_certificate(args: argparse.Namespace) -> None:
     except checker.Refused as exc:
         raise CliError(f"refused: {exc}") from None
     emit(args, with_meaning({"status": "confirmed", **summary}),
-         f"confirmed: {args.certificate} ({summary['task']} {summary['params']}, {summary['format']}, "
+         f"confirmed: {args.certificate} ({summary['task']} {params_text(summary['params'])}, {summary['format']}, "
          f"{semantics_text(summary['semantics'])}; 2^{summary['inputs_log2']} inputs; "
-         f"{budget_text(summary['budget'])})")
+         f"{budget_text(summary['budget'])})"
+         + ("" if "covered" not in summary else
+            f"; Theorem 1.1 covers this budget: {'yes' if summary['covered'] else 'no'}"))
+
+
+def params_text(params: dict) -> str:
+    """A claim's parameters for one line: an integer past 2^64 as 2^k when it is one, else by its digit count (the
+    L = 2 separation's m has 6,208 digits; --json has every one)."""
+    def short(value):
+        if isinstance(value, list):
+            return "[" + ", ".join(str(short(v)) for v in value) + "]"
+        if not isinstance(value, int) or isinstance(value, bool) or value.bit_length() <= 64:
+            return value
+        if value & (value - 1) == 0:
+            return f"2^{value.bit_length() - 1}"
+        return f"<{len(str(value)) if value.bit_length() < 13_000 else 'many'}-digit integer>"
+
+    return "{" + ", ".join(f"{key}: {short(value)}" for key, value in params.items()) + "}"
 
 
 def add_check_certificate(commands) -> None:

@@ -137,7 +137,8 @@ def separation(L: int, progress: Callable[[str], None] | None = None, k_max: int
 def recheck(folder: str | Path) -> dict[str, Any]:
     """A separation `write` stored in `folder`, checked again without its scan: the trusted checker confirms the
     certificate, which must claim the family's member at the stored k in the stored format, and both theorems'
-    conditions are evaluated afresh at its n and budget (a ParameterError or `checker.Refused` says what failed).
+    conditions are evaluated afresh at its n and budget, by the checker and by `verify.theorems`, which must agree
+    (a ParameterError or `checker.Refused` says what failed).
     Not redone: the scan below k, which showed that no smaller size of the family is covered and certified; the
     summary keeps the stored scan's counts (`sizes_scanned`, `certify_calls`)."""
     folder = Path(folder)
@@ -169,6 +170,11 @@ def _summary(L, k, target, fmt, certificate, trials, scanned, tried) -> dict[str
             or confirmed["budget"] != found:
         raise ParameterError(f"the certificate proves L = {proven['L']} with another m, n or budget than the "
                              f"family's size at k = {k}")
+    # The checker evaluates both conditions too, with its own code: the two must agree.
+    for theorem, entry in cover.items():
+        checked = confirmed["covering"][theorem]
+        if (checked["covered"], _parse_int(checked["largest_Hdp"])) != (entry["covered"], entry["largest_Hdp"]):
+            raise ParameterError(f"the checker and verify.theorems evaluate {theorem}'s condition differently")
     return {
         "params": {"L": L, "m": _int(target.m), "n": [_int(v) for v in target.n]},
         "k": k, "family": "m = 2^k - 2 (n = 2^k)" if L == 1 else "m = n_1 = ... = n_{L-1} = 2^k",
@@ -182,7 +188,7 @@ def _summary(L, k, target, fmt, certificate, trials, scanned, tried) -> dict[str
         "cpw": {"name": "CPW", "source": theorem_bounds.CPW,
                 "statement": f"a {L}-layer full-attention decoder cannot solve {L}-sequential composition when "
                              f"H d p <= n^(2^-{4 * L})", **_json_ints(cover["cpw"])},
-        "covered": cover["theorem_1_1"]["covered"],
+        "covered": confirmed["covered"],
         "trials_at_k": trials, "sizes_scanned": scanned, "certify_calls": tried,
         "certificate": certificate, "inputs_log2": confirmed["inputs_log2"],
     }
@@ -197,6 +203,11 @@ def confirmed_log2(n: int) -> str:
 def _int(x: int) -> int | str:
     """An int for JSON, or its hexadecimal text beyond 4,000 decimal digits (Python's limit for str(int))."""
     return x if x.bit_length() <= 13_000 else hex(x)
+
+
+def _parse_int(x: int | str) -> int:
+    """An int the checker wrote: itself, or its hexadecimal text."""
+    return x if isinstance(x, int) else int(x, 16)
 
 
 def _json_ints(entry: dict) -> dict:

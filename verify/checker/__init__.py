@@ -30,7 +30,7 @@ import hashlib
 import json
 from typing import Any
 
-from verify.checker import composition, parametric, two_sum
+from verify.checker import composition, covering, parametric, two_sum
 from verify.checker.files import (CERTIFICATE_KIND, CERTIFICATE_VERSION, Weights, load_certificate, load_weights,
                                   weights_from_parts)
 from verify.checker.numbers import parse_format
@@ -114,12 +114,18 @@ def check(cert: dict, weights: Weights | None = None) -> dict[str, Any]:
 
 def summary(claim: dict, weights: Weights | None = None) -> dict[str, Any]:
     """What a proven claim covers: the task, the format and semantics, the number of inputs (exactly when it has
-    at most 10^5 bits, as a string; always its log2) and the budget of the network."""
+    at most 10^4 bits, as a string; always its log2) and the budget of the network; for composition, whether
+    Theorem 1.1 and CPW cover that budget at the task's prompt length (`covering`), and Theorem 1.1's verdict as
+    `covered`."""
     task, fmt, _, network = _claim_parts(claim)
-    inputs = task.inputs()
-    return {"task": claim["task"], "params": task.params(), "format": fmt.name, "semantics": claim["semantics"],
-            "inputs_log2": log2_text(task.log2_inputs()), "inputs": None if inputs is None else str(inputs),
-            "budget": _budget(network, weights, fmt)}
+    inputs, budget = task.inputs(), _budget(network, weights, fmt)
+    out = {"task": claim["task"], "params": task.params(), "format": fmt.name, "semantics": claim["semantics"],
+           "inputs_log2": log2_text(task.log2_inputs()), "inputs": None if inputs is None else str(inputs),
+           "budget": budget}
+    if isinstance(task, Composition):
+        out["covering"] = covering.covering(task, budget)
+        out["covered"] = out["covering"]["theorem_1_1"]["covered"]
+    return out
 
 
 def check_files(certificate_path, weights_path=None) -> dict[str, Any]:

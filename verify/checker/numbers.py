@@ -270,23 +270,22 @@ def _mpfr(x: Fraction) -> gmpy2.mpfr:
 
 def exp_bounds(x: Fraction, precision: int = EXP_PRECISION) -> tuple[Fraction, Fraction]:
     """lo <= e^x <= hi, exactly representable rationals."""
-    x = Fraction(x)
-    if x == 0:
-        return Fraction(1), Fraction(1)
-    with gmpy2.context(precision=precision, round=gmpy2.RoundDown):
-        lo = gmpy2.exp(_mpfr(x))
-    with gmpy2.context(precision=precision, round=gmpy2.RoundUp):
-        hi = gmpy2.exp(_mpfr(x))
-    require(gmpy2.is_finite(lo) and gmpy2.is_finite(hi), f"exp({float(x):.6g}) is outside MPFR's range")
-    return Fraction(*lo.as_integer_ratio()), Fraction(*hi.as_integer_ratio())
+    return tuple(Fraction(*exp_rounded(x, direction, precision).as_integer_ratio())
+                 for direction in (gmpy2.RoundDown, gmpy2.RoundUp))
+
+
+def exp_rounded(x: Fraction, direction, precision: int = EXP_PRECISION) -> gmpy2.mpfr:
+    """e^x rounded down or up (`direction`, gmpy2.RoundDown or RoundUp) to `precision` bits: the argument is
+    converted in the same direction, exp being increasing. An mpfr, not a Fraction: e^x for a very negative x is a
+    rational of hundreds of millions of bits, which only an exact caller should build."""
+    with gmpy2.context(precision=precision, round=direction):
+        result = gmpy2.exp(_mpfr(Fraction(x)))
+    require(gmpy2.is_finite(result), f"exp({float(x):.6g}) is outside MPFR's range")
+    return result
 
 
 def exp_upper(x: Fraction) -> Fraction:
-    return exp_bounds(x)[1]
-
-
-def exp_lower(x: Fraction) -> Fraction:
-    return exp_bounds(x)[0]
+    return Fraction(*exp_rounded(x, gmpy2.RoundUp).as_integer_ratio())
 
 
 @functools.lru_cache(maxsize=1 << 16)

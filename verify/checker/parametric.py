@@ -44,12 +44,13 @@ from __future__ import annotations
 
 import sys
 from fractions import Fraction
+from functools import cached_property
 
 import gmpy2
 import numpy as np
 
 from verify.checker.mlp import MLP
-from verify.checker.numbers import (Format, exp_upper, float64_softmax_error, float64_sums_exactly, lower_float,
+from verify.checker.numbers import (Format, exp_rounded, float64_softmax_error, float64_sums_exactly, lower_float,
                                     number, up, valuation)
 from verify.checker.ranges import Ranges, one_input_range
 from verify.checker.refusal import require
@@ -85,7 +86,9 @@ class Sparse:
         self.rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
         self.cols = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
         self.vals = np.concatenate(vals) if vals else np.zeros(0)
-        require(len(set(zip(self.rows.tolist(), self.cols.tolist()))) == self.rows.size, f"{what}: runs overlap")
+        order = np.lexsort((self.rows, self.cols))
+        rows, cols = self.rows[order], self.cols[order]
+        require(not np.any((rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])), f"{what}: runs overlap")
         if fmt is not None:
             self.vals = fmt.round_array(self.vals, f"weight {what}")
         keep = self.vals != 0
@@ -96,18 +99,15 @@ class Sparse:
         out[self.rows, self.cols] = self.vals
         return out if len(self.shape) == 2 else out[0]
 
-    def column_of(self) -> dict[int, list[tuple[int, float]]]:
-        """col -> [(row, value)]."""
-        out: dict[int, list] = {}
-        for r, c, v in zip(self.rows.tolist(), self.cols.tolist(), self.vals.tolist()):
-            out.setdefault(c, []).append((r, v))
-        return out
-
-    def row_of(self) -> dict[int, list[tuple[int, float]]]:
-        out: dict[int, list] = {}
-        for r, c, v in zip(self.rows.tolist(), self.cols.tolist(), self.vals.tolist()):
-            out.setdefault(r, []).append((c, v))
-        return out
+    @cached_property
+    def columns(self) -> dict[int, list[tuple[int, float]]]:
+        """col -> [(row, value)], columns and rows in index order (built once: the proof reads a layer's columns
+        several times; not to be mutated)."""
+        order = np.lexsort((self.rows, self.cols))
+        cols = self.cols[order]
+        starts = np.flatnonzero(np.diff(cols, prepend=-1)).tolist()
+        entries = list(zip(self.rows[order].tolist(), self.vals[order].tolist()))
+        return {c: entries[a:b] for c, a, b in zip(cols[starts].tolist(), starts, starts[1:] + [cols.size])}
 
     def magnitude_product(self, B: np.ndarray) -> np.ndarray:
         """sum_r B[r] |W[r, c]| per column c, rounded up (nonnegative float64 terms, Higham's bound)."""
@@ -396,7 +396,7 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
             f"{p}'s values read directions that depend on more than the token")
 
     # the score form M = W_Q W_K^T, exactly
-    q_cols, k_cols = layer["W_Q"].column_of(), layer["W_K"].column_of()
+    q_cols, k_cols = layer["W_Q"].columns, layer["W_K"].columns
     M: dict[tuple[int, int], Fraction] = {}
     for c, q_entries in q_cols.items():
         for i, wq in q_entries:
@@ -439,7 +439,7 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
     # step 3: the off-target mass, counted
     per_class = []
     with gmpy2.context(precision=PRECISION, round=gmpy2.RoundUp):  # every conversion, product and sum rounded up
-        near = _mpfr(exp_upper(-2 * beta))  # >= e^(-2 beta)
+        near = exp_rounded(-2 * beta, gmpy2.RoundUp, PRECISION)  # >= e^(-2 beta)
         total = gmpy2.mpfr(0)
         for c in classes:
             count, bits = c["segment"].length, len(c["pairs"])
@@ -456,7 +456,7 @@ def _layer(d: Description, fmt: Format, l: int, state: dict, writes: list) -> tu
                 binomial = binomial * (bits - h + 1) // h
                 power *= near
             require(remaining == 0, f"{p}: the keys of {c['segment'].name} outnumber their address patterns")
-            mass *= _mpfr(exp_upper(c["top"] - target["top"]))
+            mass *= exp_rounded(c["top"] - target["top"], gmpy2.RoundUp, PRECISION)
             total += mass
             per_class.append({"class": c["segment"].name, "keys": _integer(count), "paired_bits": bits,
                               "multiplicity": _integer(multiplicity), "score_below_target": number(target["top"] - c["top"]),
@@ -497,10 +497,10 @@ def _float64_scores_exact(p: str, layer: dict, state: dict, classes: list) -> No
                 out[c] = (grid, size)
         return out
 
-    query = coordinates(layer["W_Q"].column_of(), state)
+    query = coordinates(layer["W_Q"].columns, state)
     products = []
     for c in classes:
-        key = coordinates(layer["W_K"].column_of(), c["entries"])
+        key = coordinates(layer["W_K"].columns, c["entries"])
         products.append([(query[h][0] + key[h][0], query[h][1] * key[h][1]) for h in query.keys() & key.keys()])
     terms = [t for class_terms in products for t in class_terms]
     if terms:
@@ -526,11 +526,6 @@ def _aligned(p: str, l: int, target: dict, state: dict) -> None:
                 f"{p}: an address bit of z{l} meets bit {query_bit} of {holds}, not bit {key_bit} of {expected}")
 
 
-def _mpfr(x: Fraction) -> gmpy2.mpfr:
-    """x in the current context's rounding direction."""
-    return gmpy2.mpfr(gmpy2.mpq(x.numerator, x.denominator))
-
-
 def _multiplicity(d: Description, c: dict) -> int:
     """The most keys of class c that share one pattern of paired bits (step 3)."""
     segment, task = c["segment"], d.task
@@ -552,22 +547,26 @@ def _multiplicity(d: Description, c: dict) -> int:
 def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: list, pi: Fraction):
     """Step 4: the fetched intervals, the MLP's exact outputs, the next state."""
     layer, p = d.layers[l], f"blocks.{l}"
-    value_of = layer["W_V"].column_of()  # head coordinate -> [(direction, weight)]
+    value_of = layer["W_V"].columns  # head coordinate -> [(direction, weight)]
     value_class = d.directions(d.tokens["value"])
     token_entries = [d.directions(rules) for rules in d.tokens.values()]
-    for direction in np.flatnonzero(writes[l]).tolist():
-        require(state.get(direction, ("const", Fraction(0))) == ("const", Fraction(0)),
+    written_here = np.flatnonzero(writes[l]).tolist()
+    empty = ("const", Fraction(0))
+    for direction in written_here:
+        require(state.get(direction, empty) == empty,
                 f"layer {l} writes a direction that is not empty before it at the read position")
 
-    # per attention-written direction: its stored interval when the fetched bit is set (code +1) and clear (-1)
-    boxes = {1: Zeros(), -1: Zeros()}
+    # per attention-written direction: its stored interval when the fetched bit is set (code +1) and clear (-1), as
+    # float64 lows and highs (format values, so exactly), 0 where nothing is fetched
+    boxes = {sign: (_Zeros(), _Zeros()) for sign in (1, -1)}
     bit_of = {}
-    stored: dict[tuple, dict] = {}  # (w_value, V, w_out) -> the two stored intervals, shared by like directions
+    stored: dict[tuple, dict] = {}  # (w_value, held, w_out) -> the two stored intervals, shared by like directions
+    sharing: dict[tuple, int] = {}  # (w_value, held, w_out) -> how many directions share it
     # One nonzero term per head output direction: the head's float64 sum over value coordinates is exact. No
     # executor holds a prompt of 2^50 tokens (8 PiB of token ids), so there the verdict is about the exact model.
     n = d.task.prompt_length
     eps = Fraction(float64_softmax_error(n, 1)) if n < 2 ** 50 else Fraction(0)
-    for direction, entries in layer["W_O"].column_of().items():
+    for direction, entries in layer["W_O"].columns.items():
         require(len(entries) == 1, f"{p}.attn: output direction {direction} mixes several head coordinates")
         (c, w_out), = entries
         require(len(value_of.get(c, ())) == 1, f"{p}.attn: value coordinate {c} does not read one direction")
@@ -576,16 +575,17 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
         require(entry is not None and entry[0] == "code" and entry[1] == "value",
                 f"{p}.attn: a fetched coordinate does not carry a bit of the value token")
         bit_of[direction] = entry[2]
-        # the values another position's token can put here (tokens write nothing else into `source`), and V, the
-        # largest; the executor forms each in float64, where under a wide format (fp64) the product of two format
-        # values may round, while V is the exact model's: each must be a float64
-        values = [Fraction(w_value) * (e[source][1] if e[source][0] == "const" else 1)
-                  for e in token_entries if source in e]
-        require(all(Fraction(float(v)) == v for v in values),
-                f"{p}.attn: a value is not exact in float64, the executor's stand-in for theory")
-        V = max((abs(v) for v in values), default=Fraction(0))
-        key = (w_value, V, w_out)
+        # what each token class puts into `source` (tokens write nothing else there): a constant, or a code (±1)
+        held = tuple(e[source][1] if e[source][0] == "const" else 1 for e in token_entries if source in e)
+        key = (w_value, held, w_out)
         if key not in stored:
+            # the values another position's token can put here, and V, the largest; the executor forms each in
+            # float64, where under a wide format (fp64) the product of two format values may round, while V is the
+            # exact model's: each must be a float64
+            values = [Fraction(w_value) * x for x in held]
+            require(all(Fraction(float(v)) == v for v in values),
+                    f"{p}.attn: a value is not exact in float64, the executor's stand-in for theory")
+            V = max((abs(v) for v in values), default=Fraction(0))
             stored[key] = {}
             for sign in (1, -1):
                 v = Fraction(w_value) * sign
@@ -594,63 +594,50 @@ def _fetch_and_mlp(d: Description, fmt: Format, l: int, state: dict, writes: lis
                 slack = eps * V * abs(Fraction(w_out))
                 ends = [ends[0] - slack, ends[1] + slack]
                 # the head output is stored; b_O = 0 and the empty residual add an exact zero, stored again
-                stored[key][sign] = tuple(fmt.round(e, f"{p} head output") for e in ends)
+                stored[key][sign] = tuple(float(fmt.round(e, f"{p} head output")) for e in ends)
+        sharing[key] = sharing.get(key, 0) + 1
         for sign in (1, -1):
-            boxes[sign][direction] = stored[key][sign]
+            boxes[sign][0][direction], boxes[sign][1][direction] = stored[key][sign]
     mlp = MLP(fmt, False, *_mlp_columns(layer), f"{p}.mlp")
-    written_here = set(np.flatnonzero(writes[l]).tolist())
-    new_state = {k: v for k, v in state.items() if k not in written_here}
-    written = {}
+    emptied = set(written_here)
+    new_state = {k: v for k, v in state.items() if k not in emptied}
+    written = {}  # the value written (None: the fetched bit) -> how many directions
     fetched = set(bit_of)
-    for direction in sorted(written_here):
+    for direction in written_here:
         inputs = set(mlp.inputs(direction))
         require(inputs <= fetched, f"{p}.mlp reads directions its attention does not write")
         feeding = sorted(inputs | ({direction} & fetched))
         require(len(feeding) <= 1, f"{p}.mlp: direction {direction} depends on several fetched coordinates")
-        outcome = {sign: mlp.output(direction, boxes[sign].lows(), boxes[sign].highs()) for sign in (1, -1)}
-        if outcome[1] == outcome[-1]:
-            new_state[direction] = ("const", outcome[1])
-            key = f"constant {number(outcome[1])}"
+        set_, clear = (mlp.output(direction, *boxes[sign]) for sign in (1, -1))
+        if set_ == clear:
+            new_state[direction] = ("const", set_)
         else:
-            require(outcome == {1: Fraction(1), -1: Fraction(-1)} and feeding,
-                    f"{p}.mlp writes {outcome[1]} and {outcome[-1]} for a set and a clear bit, not the code ±1")
+            require(set_ == 1 and clear == -1 and feeding,
+                    f"{p}.mlp writes {set_} and {clear} for a set and a clear bit, not the code ±1")
             new_state[direction] = ("code", f"i{l}", bit_of[feeding[0]])
-            key = f"bit of i{l}"
-        written[key] = written.get(key, 0) + 1
+            set_ = None
+        written[set_] = written.get(set_, 0) + 1
     intervals = {}
-    for direction in bit_of:
-        key = (boxes[1][direction], boxes[-1][direction])
-        intervals[key] = intervals.get(key, 0) + 1
+    for key, count in sharing.items():
+        ends = (stored[key][1], stored[key][-1])
+        intervals[ends] = intervals.get(ends, 0) + count
     fetched = [{"set": [number(x) for x in set_], "clear": [number(x) for x in clear], "directions": count}
                for (set_, clear), count in sorted(intervals.items())]
-    return fetched, new_state, dict(sorted(written.items()))
+    writes_record = {f"bit of i{l}" if value is None else f"constant {number(value)}": count
+                     for value, count in written.items()}
+    return fetched, new_state, dict(sorted(writes_record.items()))
 
 
-class Zeros(dict):
-    """Intervals by direction, [0, 0] where none is listed."""
+class _Zeros(dict):
+    """Values by direction, 0 where none is listed."""
 
     def __missing__(self, key):
-        return (Fraction(0), Fraction(0))
-
-    def lows(self):
-        return _Ends(self, 0)
-
-    def highs(self):
-        return _Ends(self, 1)
-
-
-class _Ends:
-    def __init__(self, intervals: Zeros, end: int):
-        self.intervals, self.end = intervals, end
-
-    def __getitem__(self, direction):
-        return self.intervals[direction][self.end]
+        return 0.0
 
 
 def _mlp_columns(layer: dict):
     """(unit_inputs, b_in, writers, b_out) of `mlp.MLP` from sparse weights, entries in index order."""
-    unit_inputs = {h: sorted(entries) for h, entries in layer["W_in"].column_of().items()}
-    writers = {d: sorted(entries) for d, entries in layer["W_out"].column_of().items()}
+    unit_inputs, writers = layer["W_in"].columns, layer["W_out"].columns
     b_in = dict(zip(layer["b_in"].cols.tolist(), layer["b_in"].vals.tolist()))
     b_out = dict(zip(layer["b_out"].cols.tolist(), layer["b_out"].vals.tolist()))
     return unit_inputs, b_in, writers, b_out
