@@ -11,6 +11,7 @@ from cli.common import (CliError, add_command, add_engine_options, check_output_
                         one_or_each)
 from cli.options import add_task_commands, task_from_args
 from lab.architectures import KINDS
+from lab.rates import SWEEP_FRACTION, sweep_steps
 from witness.arith.semantics import SEMANTICS
 
 
@@ -36,15 +37,13 @@ def cmd_train(args: argparse.Namespace) -> None:
         layers=args.layers, full_layers=args.full_layers, mixer=args.mixer, block=args.block, k=args.k,
         linear_per_gap=None if args.linear_per_gap is None else one_or_each(args.linear_per_gap))
     options = {"batch_size": args.batch_size, "warmup": args.warmup, "hop_weight": args.hop_weight}
-    if args.steps is not None:
-        options["steps"] = args.steps
+    steps = train.DEFAULT_STEPS if args.steps is None else args.steps
     sweep, lr = None, args.lr if args.lr is not None else train.DEFAULT_LR
     if args.lr_sweep:
-        sweep_steps = max(1, options.pop("steps", train.DEFAULT_STEPS) // 4)
-        sweep = train.sweep_lr(architecture, task, steps=sweep_steps, seed=args.seed, lrs=args.lr_sweep, **options)
+        sweep = train.sweep_lr(architecture, task, steps=sweep_steps(steps), seed=args.seed, lrs=args.lr_sweep,
+                               **options)
         lr = sweep.lr
-        options["steps"] = 4 * sweep_steps if args.steps is None else args.steps
-    network, report = train.train(architecture, task, seed=args.seed, lr=lr, **options)
+    network, report = train.train(architecture, task, steps=steps, seed=args.seed, lr=lr, **options)
     network.save(output)
     scope = "every input" if report.exhaustive else f"{report.eval_inputs} held-out random inputs"
     payload = {"network": str(output), "task": task.name, "params": task.params(),
@@ -83,7 +82,8 @@ def add_train_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--seed", type=int, default=0, help="initialisation and data seed (default 0)")
     cmd.add_argument("--lr", type=float, help="peak learning rate (default lab.train.DEFAULT_LR, 3e-3)")
     cmd.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR",
-                     help="first train steps/4 steps at each of these and keep the best on a validation stream")
+                     help=f"first train steps/{SWEEP_FRACTION} steps at each of these and keep the best on a "
+                          "validation stream")
     cmd.add_argument("--batch-size", type=int, default=64)
     cmd.add_argument("--warmup", type=int, help="warm-up steps (default steps / 20)")
     add_hop_weight_option(cmd)
@@ -152,8 +152,9 @@ def add_capacity(commands) -> None:
     cmd.add_argument("--steps", type=int, default=3000)
     cmd.add_argument("--lr", type=float, default=3e-3, help="peak learning rate, without --lr-sweep (default 3e-3)")
     cmd.add_argument("--lr-sweep", type=float, nargs="+", metavar="LR",
-                     help="each point first trains steps/4 steps at each of these and keeps the most accurate on a "
-                          "validation stream; the same sweep for every architecture, the choice in each row")
+                     help=f"each point first trains steps/{SWEEP_FRACTION} steps at each of these and keeps the most "
+                          "accurate on a validation stream; the same sweep for every architecture, the choice in each "
+                          "row")
     cmd.add_argument("--mlp-ratio", type=int, default=0, metavar="R",
                      help="an MLP of width R x d_model after every layer of every architecture (default 0: none)")
     cmd.add_argument("--mixers", nargs="+", default=["deltanet", "gla"], help="recurrent mixers of the hybrids")

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from experiments.rows import Row, optional
-from lab.architectures import full_architecture, hybrid_architecture
+from lab.architectures import cannot_express, full_architecture, hybrid_architecture
+from lab.rates import check_rate, sweep_steps
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import ParameterError
@@ -61,8 +62,9 @@ class CapacitySpec:
     `d_heads`: the head widths every architecture is trained at (empty: `d_head` alone, the protocol of the curves
     stored before the field existed); each must keep the budget's Hdp, whose d is max(d_head, ceil(d_model / H)).
     `lr_sweep`: empty, every point trains at `lr`; else each (N, architecture, d_head, seed) first trains
-    `lr_sweep_steps` steps at each of these rates and keeps the one `lab.train.sweep_lr` chooses on its validation
-    stream. `mlp_ratio`: an MLP of width mlp_ratio x d_model after every layer of every architecture (0: none)."""
+    `lab.rates.sweep_steps` steps at each of these rates and keeps the one `lab.train.sweep_lr` chooses on its
+    validation stream. `mlp_ratio`: an MLP of width mlp_ratio x d_model after every layer of every architecture (0:
+    none)."""
 
     L: int = 1
     sizes: tuple[int, ...] = (8, 16, 32, 48, 64)
@@ -135,13 +137,6 @@ class CapacitySpec:
         return found
 
 
-def check_rate(name: str, rate: Any) -> float:
-    """`rate` as a learning rate (a positive finite number), or a ParameterError naming the field."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
-        raise ParameterError(f"{name}: a learning rate must be a positive finite number, got {rate!r}")
-    return float(rate)
-
-
 def distinct(name: str, values: Iterable[Any]) -> tuple[Any, ...]:
     """`values` as a tuple, or a ParameterError naming the field where one is listed twice (it would train every
     point of it twice)."""
@@ -152,19 +147,15 @@ def distinct(name: str, values: Iterable[Any]) -> tuple[Any, ...]:
     return values
 
 
-def lr_sweep_steps(steps: int) -> int:
-    """The steps each rate of a sweep trains: a quarter of the run, as `witness train --lr-sweep` does, enough to
-    show which rate trains at a quarter of a run's cost per rate."""
-    return max(1, steps // 4)
-
-
 @dataclass(frozen=True, kw_only=True)
 class CapacityPoint(Row):
     """One trained (size, architecture, d_head, seed) of a curve, measured at `format` (with `semantics`) and in
     float64, trained `steps` steps at peak rate `lr` (`lr_sweep`: how a sweep chose it, where one did) with MLPs of
     width mlp_ratio x d_model; a curve's `rows` hold these as JSON (`to_json`), as capacity.json and the hierarchy's
     trained.json store them. Rows stored before d_head, mlp_ratio, lr, format and semantics were recorded read
-    as `with_old_protocol` fills them in."""
+    as `with_old_protocol` fills them in. `expressive` is False, with `why`, where no weights of the architecture
+    answer the task (`lab.architectures.cannot_express`): the row's accuracy then says nothing about training.
+    Where it is missing, nothing was proven (or the row predates the check)."""
 
     size: int
     architecture: str
@@ -186,6 +177,8 @@ class CapacityPoint(Row):
     seconds: float
     table_bits: float
     budget: dict[str, Any]
+    expressive: bool | None = optional()
+    why: str | None = optional()
 
 
 def point_job(job: dict[str, Any]) -> CapacityPoint:
@@ -200,7 +193,7 @@ def point_job(job: dict[str, Any]) -> CapacityPoint:
     architecture = spec.architectures(d_head)[job["architecture"]]
     sweep, lr = None, spec.lr
     if spec.lr_sweep:
-        sweep = train.sweep_lr(architecture, task, steps=lr_sweep_steps(spec.steps), seed=job["seed"],
+        sweep = train.sweep_lr(architecture, task, steps=sweep_steps(spec.steps), seed=job["seed"],
                                lrs=spec.lr_sweep, hop_weight=spec.hop_weight)
         lr = sweep.lr
     network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=lr,
@@ -209,6 +202,7 @@ def point_job(job: dict[str, Any]) -> CapacityPoint:
     fmt = parse_format(spec.format)
     table = task.domain_sizes[-1]
     cost = budget(network, fmt.bits)
+    why = cannot_express(architecture, task)
     return CapacityPoint(size=job["size"], architecture=job["architecture"], d_head=d_head, seed=job["seed"],
                          params=task.params(), layers=[spec_.mixer for spec_ in architecture.layers],
                          mlp_ratio=spec.mlp_ratio,
@@ -217,7 +211,7 @@ def point_job(job: dict[str, Any]) -> CapacityPoint:
                          hop_weight=report.hop_weight, eval_inputs=spec.eval_inputs, steps=report.steps, lr=report.lr,
                          lr_sweep=None if sweep is None else sweep.as_dict(), final_loss=report.final_loss,
                          seconds=round(report.seconds, 2), table_bits=table * math.log2(table),
-                         budget=cost.as_dict())
+                         budget=cost.as_dict(), expressive=False if why else None, why=why)
 
 
 def with_old_protocol(spec: CapacitySpec, row: dict[str, Any]) -> dict[str, Any]:
@@ -305,7 +299,8 @@ def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
 def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (size, architecture, d_head): accuracies over seeds (mean, min, max), the learning rates they trained
     at, N log2 N, the architecture's own state bits C and N log2 N / C, and whether the control learned at that
-    size and d_head (the point's standing as evidence: each point is judged against the control of its own shape)."""
+    size and d_head (the point's standing as evidence: each point is judged against the control of its own shape);
+    `expressive` False and `why` where its rows carry them (an architecture that cannot express the task)."""
     rows = [with_old_protocol(spec, row) for row in rows]
     out = []
     control_mean = {}
@@ -327,7 +322,8 @@ def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, 
                             "table_bits": table_bits, "state_bits": state_bits,
                             "ratio": table_bits / state_bits if state_bits else None,
                             "budget": {key: points[0]["budget"][key] for key in ("H", "d", "p", "Hdp")},
-                            "control_learned": control_mean[size, d_head] >= LEARNED})
+                            "control_learned": control_mean[size, d_head] >= LEARNED,
+                            **{key: points[0][key] for key in ("expressive", "why") if key in points[0]}})
     fell_below_c = {(entry["architecture"], entry["d_head"]) for entry in out
                     if entry["ratio"] is not None and entry["ratio"] <= 1 and entry["control_learned"]
                     and entry["mean"] < LEARNED}
@@ -336,4 +332,4 @@ def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
-__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "point_job", "with_old_protocol", "lr_sweep_steps", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "point_job", "with_old_protocol", "LEARNED", "CONTROL"]

@@ -11,7 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from experiments.capacity import CONTROL, LEARNED, CapacitySpec, lr_sweep_steps
+from experiments.capacity import CONTROL, LEARNED, CapacitySpec
+from lab.rates import sweep_steps
+
+#: What a point of an architecture that cannot express the task (`lab.architectures.cannot_express`) says.
+CANNOT_EXPRESS = "cannot express the task (no weights answer every input): no evidence about training"
 
 
 def standing(entry: dict[str, Any]) -> str:
@@ -19,9 +23,12 @@ def standing(entry: dict[str, Any]) -> str:
     > C) counting forces every network of the architecture to answer some input wrong, below C it forces nothing,
     and the fall is then not forced by counting -- training, or the architecture's form (its layers, MLP and key
     width), may explain it, and one curve cannot tell which. Counting forces one wrong input, not a fall to chance:
-    where the same architecture fell below C too, the fall past it need not be forced either, and the words say so."""
+    where the same architecture fell below C too, the fall past it need not be forced either, and the words say so.
+    An architecture that cannot express the task says nothing about training, wherever the control learned."""
     if entry["architecture"] == CONTROL:
         return "control: learned" if entry["control_learned"] else "control: did NOT learn"
+    if entry.get("expressive") is False:
+        return CANNOT_EXPRESS
     if not entry["control_learned"]:
         return "no evidence (control did not learn)"
     if entry["mean"] >= LEARNED:
@@ -60,7 +67,7 @@ def learning_rates(spec: CapacitySpec) -> str:
         return f"peak lr {spec.lr:g}"
     rates = ", ".join(f"{lr:g}" for lr in spec.lr_sweep)
     return (f"peak lr chosen for each (N, architecture, d_head, seed) among {rates} by `lab.train.sweep_lr`"
-            f" ({lr_sweep_steps(spec.steps)} steps at each, the most accurate on a "
+            f" ({sweep_steps(spec.steps)} steps at each, the most accurate on a "
             "validation stream; the same sweep for every architecture)")
 
 
@@ -98,6 +105,10 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     for entry in curve["summary"]:
         ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
         lines.append(row_text(spec, entry, ratio))
+    unable = {entry["architecture"]: entry["why"] for entry in curve["summary"] if entry.get("expressive") is False}
+    if unable:
+        lines += ["", "Architectures that cannot express the task, whatever their weights (their rows are no "
+                      "evidence about training):", ""] + [f"* {name}: {why}." for name, why in unable.items()]
     lines += ["", "A fall of a trained architecture where the control learned shows that training at this budget "
               "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
               "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]
@@ -108,8 +119,8 @@ def plot(curve: dict[str, Any], path: str | Path):
     """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture; a dashed line
     at each hybrid's C (right of it, counting forces that hybrid's states to collide; a C far right of every N is
     named in the legend only) and a dotted line at chance, 1/N (the answer is one of N values). x ticks name N, with
-    a * where the control did not learn (no point at that N is evidence). The legend sits right of the axes.
-    Saves to `path`; returns the Figure."""
+    a * where the control did not learn (no point at that N is evidence). The legend sits right of the axes and
+    names each architecture that cannot express the task so. Saves to `path`; returns the Figure."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
@@ -127,11 +138,12 @@ def plot(curve: dict[str, Any], path: str | Path):
         if not entries:
             continue
         label = f"{name}, d_head {d_head}" if several else name
+        unable = ": cannot express the task" if entries[0].get("expressive") is False else ""
         x = [entry["table_bits"] for entry in entries]
         mean = np.array([entry["mean"] for entry in entries])
         low = mean - np.array([entry["min"] for entry in entries])
         high = np.array([entry["max"] for entry in entries]) - mean
-        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=label))
+        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=label + unable))
         if entries[0]["state_bits"]:
             states.setdefault(entries[0]["state_bits"], []).append((label, handles[-1][0].get_color()))
     sizes = sorted({entry["size"]: entry["table_bits"] for entry in curve["summary"]}.items())
@@ -180,4 +192,4 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     plot(curve, out / "capacity.png")
 
 
-__all__ = ["standing", "row_text", "head_widths", "learning_rates", "markdown", "plot", "write"]
+__all__ = ["standing", "row_text", "head_widths", "learning_rates", "markdown", "plot", "write", "CANNOT_EXPRESS"]

@@ -7,7 +7,8 @@
 * `sparse_architecture(...)`: Theorem 1.2's, one (B,k)-block-sparse attention layer read at every position.
 
 `architecture_of_kind(kind, task, ...)` is any of the three by name (`KINDS`, `witness train --arch`), given exactly
-the options its shape needs.
+the options its shape needs. `cannot_express(architecture, task)` says why no weights of an architecture answer a
+task, where a short argument proves it (the probes' rows carry it as `expressive: false` and `why`).
 
 `hybrid(task, ...)` and `full(task, ...)` are those architectures with seeded random weights;
 `network(architecture, task, weights, seed)` gives the IR network: `random` weights (the trainer's seeded
@@ -25,6 +26,7 @@ from witness.errors import ParameterError
 from witness.io import load
 from witness.ir import Network
 from witness.mixers import RECURRENT_MIXERS, BlockSparseAttention
+from witness.tasks import Composition
 from witness.tasks.base import check_int
 
 #: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).
@@ -150,6 +152,51 @@ def full(task, layers: int, H: int, d_head: int, d_model: int, seed: int = 0) ->
     return full_architecture(layers, H, d_head, d_model).initial_network(task, seed)
 
 
+#: The one-layer forms `cannot_express` proves inexpressive at L = 1, by mixer: what the layer's output at a position
+#: with a fixed query q is. Plain linear attention and retnet (its decay gamma is a constant) read a sum of one term
+#: per position; softmax attention divides that sum by a positive normaliser, which keeps the sign of a logit
+#: difference a sum only with one head (two heads add two ratios over different normalisers, which can change sign
+#: as a product does).
+ADDITIVE_READS = {
+    "linear": "plain linear attention: o = sum_s (phi(q) . phi(k_s)) v_s W_O + b_O",
+    "retnet": "retnet: o = sum_s gamma^(n-1-s) (q . k_s) v_s W_O + b_O",
+    "attention": "one softmax head: o = sum_s exp(q . k_s) v_s W_O / Z + b_O, Z = sum_s exp(q . k_s) > 0",
+}
+
+
+def cannot_express(architecture, task) -> str | None:
+    """Why no weights of `architecture` (a `lab.train.Architecture`) answer every input of `task` in exact
+    arithmetic, where a short argument proves it; None where none is known (which does not mean that some do).
+    Proven here: L = 1 composition (m >= 2, read at its query token) by one layer without an MLP whose mixer is
+    plain (unnormalised) linear attention, retnet or a single softmax head (`ADDITIVE_READS`)."""
+    # The argument. At L = 1 the query w has one value (there is no w_l) and the answer is read at w's own position,
+    # so the residual entering the layer there, W_E[w] + W_pos[n-1], is the same in every input, and so is the
+    # layer's query q there; the key and value of a position s depend on s and its token only. By ADDITIVE_READS
+    # the layer's output at the read position is then a sum of one term per (position, token) -- over all heads for
+    # linear attention and retnet -- divided by Z > 0 for softmax (Z = 1 otherwise). With no MLP the logits are
+    # (x + o) W_U + b_U, so for the answers 0 and 1, F = Z (logit_0 - logit_1) is a constant plus one term per
+    # (position, token). Fix the table but z_1[0] and z_1[1]: the inputs (z_0; z_1[0], z_1[1]) = (0; 0, 1) and
+    # (1; 1, 0) answer 0, and (1; 0, 1) and (0; 1, 0) answer 1, so a network right on all four has F > 0 on the
+    # first pair and F < 0 on the second (a tie is wrong). Both pairs hold the same (position, token) terms, so F
+    # sums to the same over each pair: a contradiction, in every quadruple of this shape. Rounding is not additive,
+    # so at a finite format the argument holds up to rounding only. An MLP after the layer is a nonlinear function
+    # of the sum, which the argument does not bound: no label there.
+    if not (isinstance(task, Composition) and task.L == 1 and task.m >= 2
+            and task.read_positions == (task.segment("w").start,)):
+        return None
+    if len(architecture.layers) != 1 or architecture.layers[0].d_mlp is not None:
+        return None
+    layer = architecture.layers[0]
+    plain = layer.mixer == "retnet" or (layer.mixer == "linear" and not dict(layer.options).get("normalize"))
+    if not (plain or (layer.mixer == "attention" and architecture.H == 1)):
+        return None
+    return (f"one layer of {ADDITIVE_READS[layer.mixer]}, no MLP, at L = 1: its query at the read position (the "
+            "one query token) is the same for every input, so each logit difference is, times a positive number, "
+            "a sum of one term per position, and no such sum answers all of (z_0; z_1[0], z_1[1]) = (0; 0, 1), "
+            "(1; 1, 0), (1; 0, 1), (0; 1, 0) (answers 0, 0, 1, 1) in exact arithmetic "
+            "(lab.architectures.cannot_express)")
+
+
 @dataclass(frozen=True)
 class Weights:
     """Where a searched network's weights came from: `source` is random, trained or the file; `training` lists
@@ -206,4 +253,5 @@ def network(architecture, task, weights: str = "random", seed: int = 0, train_se
 
 
 __all__ = ["hybrid", "full", "hybrid_architecture", "full_architecture", "sparse_architecture", "architecture_of_kind",
-           "KINDS", "Kind", "network", "gap_lengths", "layer_kinds", "Weights", "MLP_RATIO"]
+           "KINDS", "Kind", "network", "gap_lengths", "layer_kinds", "Weights", "MLP_RATIO", "cannot_express",
+           "ADDITIVE_READS"]

@@ -34,6 +34,7 @@ from witness.ir import MLP, READ_MODES, Basis, Embedding, Layer, Meta, Network, 
 from witness.mixers import MIXERS, RECURRENT_MIXERS
 from witness.tasks import RECORDS
 from witness.tasks.base import check_int
+from lab.rates import check_rate
 from lab.torch import from_module, to_module
 
 #: Evaluate on every input when the family has at most this many, else on this many held-out random inputs.
@@ -333,8 +334,7 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
     batch_size = check_int("batch_size", batch_size, 1)
     warmup = max(1, steps // 20) if warmup is None else check_int("warmup", warmup, 0)
     eval_every = max(1, steps // 20) if eval_every is None else check_int("eval_every", eval_every, 1)
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ParameterError(f"lr must be a positive number, got {lr!r}")
+    lr = check_rate("lr", lr)
     hop_at = hop_layers(task, len(architecture.layers))
     if hop_weight is None:
         hop_weight = DEFAULT_HOP_WEIGHT if hop_at else 0.0
@@ -413,7 +413,7 @@ class SweepReport:
 def sweep_lr(architecture: Architecture, task, steps: int, seed: int = 0, lrs=SWEEP_LRS, **options) -> SweepReport:
     """Train `steps` steps at each of `lrs` (same seed, same schedule shape) and choose the lr whose model is most
     accurate on a validation stream of its own; ties go to the smaller lr. `options` go to `train`."""
-    lrs = tuple(lrs)
+    lrs = tuple(check_rate("lrs", lr) for lr in lrs)
     if not lrs:
         raise ParameterError("sweep_lr needs at least one learning rate")
     validation = task.random_tokens(np.random.default_rng([seed, 2]), CURVE_INPUTS)

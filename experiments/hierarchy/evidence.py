@@ -2,8 +2,10 @@
 
 Only PROVEN is a statement about every input. A trained probe is EVIDENCE only where the trained control of its
 depth -- L + 1 full layers at the same budget, format and training protocol -- learned the task: otherwise a
-failure may be training's, not the architecture's, and the row is NO_EVIDENCE. UNTRAINED rows (random or hand-set
-weights) say nothing about what the architecture can do. Unknown and not-available rows have no category.
+failure may be training's, not the architecture's, and the row is NO_EVIDENCE. A trained probe of an architecture
+that cannot express the task (`lab.architectures.cannot_express`) is CANNOT_EXPRESS, whatever its control did: its
+failures are forced, so they say nothing about training. UNTRAINED rows (random or hand-set weights) say nothing
+about what the architecture can do. Unknown and not-available rows have no category.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ EVIDENCE = "evidence"
 NO_EVIDENCE = "no evidence"
 UNTRAINED = "untrained weights"
 CONTROL = "trained control"
+CANNOT_EXPRESS = "cannot express the task"
 #: Every category, in the order the report's legends list them.
-CATEGORIES = (PROVEN, EVIDENCE, NO_EVIDENCE, CONTROL, UNTRAINED)
+CATEGORIES = (PROVEN, EVIDENCE, NO_EVIDENCE, CANNOT_EXPRESS, CONTROL, UNTRAINED)
 
 
 def category(status: str | None, weights: str | None = None, control: bool = False,
-             control_learned: bool | None = None) -> str | None:
-    """The category of a row with this status (and, for a probe, these weights, control flag and verdict)."""
+             control_learned: bool | None = None, expressive: bool | None = None) -> str | None:
+    """The category of a row with this status (and, for a probe, these weights, control flag, verdict and
+    expressiveness: False where the architecture cannot express the task, None where that is not known)."""
     if status == CERTIFIED:
         return PROVEN
     if status in (UNKNOWN, NOT_AVAILABLE):
@@ -36,6 +40,8 @@ def category(status: str | None, weights: str | None = None, control: bool = Fal
         return CONTROL
     if weights in ("random", "natural"):
         return UNTRAINED
+    if weights == "trained" and expressive is False:
+        return CANNOT_EXPRESS
     if weights == "trained":
         return EVIDENCE if control_learned is True else NO_EVIDENCE
     return None
@@ -43,18 +49,20 @@ def category(status: str | None, weights: str | None = None, control: bool = Fal
 
 def category_of(row: OutcomeRow) -> str | None:
     if isinstance(row, ProbeRow):
-        return category(row.status, row.weights, row.control, row.control_learned)
+        return category(row.status, row.weights, row.control, row.control_learned, row.expressive)
     return category(row.status)
 
 
 def judge_against_controls(rows: list[OutcomeRow]) -> list[OutcomeRow]:
     """Each trained probe row judged against the trained control of its depth: counted as evidence only where the
     control learned (at most CONTROL_FAILING of its inputs failed); the row's evidence says which, in words. Rows
-    without a depth (2-Sum) have no control and are left as they are."""
+    without a depth (2-Sum) have no control, and rows of an architecture that cannot express the task need none:
+    they are left as they are."""
     controls = {row.L: row for row in rows if isinstance(row, ProbeRow) and row.control}
     judged: list[OutcomeRow] = []
     for row in rows:
-        if not isinstance(row, ProbeRow) or row.control or row.weights != "trained" or row.L is None:
+        if (not isinstance(row, ProbeRow) or row.control or row.weights != "trained" or row.L is None
+                or row.expressive is False):
             judged.append(row)
             continue
         control = controls.get(row.L)

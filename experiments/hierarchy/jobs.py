@@ -17,6 +17,7 @@ from experiments import capacity, separation, trained
 import experiments.hierarchy.words as words
 from experiments.hierarchy.rows import (
     CERTIFIED, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN, ConstructionRow, PrecisionPoint, ProbeRow, SeparationRow)
+from lab.architectures import cannot_express
 from verify import precision
 from verify import theorems as theorem_bounds
 from verify.result import Status
@@ -90,6 +91,7 @@ def probe_job(job: dict[str, Any]) -> ProbeRow:
                                         "training": training, "file": network_path}
     accuracy = found["searched"].get("weights", {}).get("best_accuracy")
     replayed_from = job.get("replayed_from")
+    why = cannot_express(trained.architecture(job), trained.task_of(job))
     return ProbeRow(L=job["L"], task=job["task"], name=job["name"], architecture=job["architecture"],
                     params=job["params"], weights=job["weights"], seed=job["seed"], format=job["format"],
                     semantics=job["semantics"], network=network_path, budget=found["budget"],
@@ -99,7 +101,8 @@ def probe_job(job: dict[str, Any]) -> ProbeRow:
                     status=FAILURES if failing or found["pairs"] else NONE_FOUND,
                     evidence=words.probe_evidence(job["weights"], job["format"], failing, tried,
                                                   len(found["failures"]), len(found["pairs"]), accuracy,
-                                                  replayed_from))
+                                                  replayed_from, why),
+                    expressive=False if why else None, why=why)
 
 
 def separation_job(job: dict[str, Any]) -> SeparationRow:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from experiments.hierarchy.evidence import CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN, UNTRAINED, category
+from experiments.hierarchy.evidence import (CANNOT_EXPRESS, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN, UNTRAINED,
+                                             category)
 from experiments.hierarchy.rows import NONE_FOUND, table_order
 from verify.theorems import floor_root_power_of_two, theorem_1_1_exponent
 
@@ -48,6 +49,7 @@ CATEGORY_STYLE = {
     PROVEN: ("o", "tab:green", "certified for every input (proof)"),
     EVIDENCE: ("X", "tab:red", "trained, control learned: evidence"),
     NO_EVIDENCE: ("D", "tab:orange", "trained, no control that learned: no evidence"),
+    CANNOT_EXPRESS: ("v", "tab:purple", "trained, cannot express the task: no evidence about training"),
     CONTROL: ("s", "tab:blue", "trained control (the yardstick)"),
     UNTRAINED: ("x", "tab:gray", "random/hand-set weights: says nothing"),
 }
@@ -58,7 +60,7 @@ COVERED_COLOUR = "#2ca02c"
 def drawn_category(row: dict[str, Any]) -> str | None:
     """The category a row of report.json carries, else the one its fields give (`evidence.category`)."""
     return row.get("category") or category(row.get("status"), row.get("weights"), bool(row.get("control")),
-                                           row.get("control_learned"))
+                                           row.get("control_learned"), row.get("expressive"))
 
 
 def covered_Hdp(row: dict[str, Any], n_ctx: dict[int, int]) -> int | None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from experiments import capacity, capacity_report
 from experiments.hierarchy.config import COMPOSITION, TWO_SUM
-from experiments.hierarchy.evidence import CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN, UNTRAINED
+from experiments.hierarchy.evidence import (CANNOT_EXPRESS, CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN,
+                                             UNTRAINED)
 from experiments.hierarchy.plots import plot_min_precision, plot_outcomes
 from experiments.hierarchy.rows import NOT_AVAILABLE, UNKNOWN, table_order
 
@@ -146,16 +147,26 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
              + "".join(f"; the separation at the theorem's own scale, L = {row['L']} (log2 n = "
                        f"{row['prompt_length_log2']}, Hdp {row['budget']['Hdp']:,}, {row['semantics']})"
                        for row in separations) + "."]
-    if not (of[EVIDENCE] or of[NO_EVIDENCE] or of[CONTROL]):
+    if not (of[EVIDENCE] or of[NO_EVIDENCE] or of[CANNOT_EXPRESS] or of[CONTROL]):
         lines.append("* **Evidence** from trained probes: none; this configuration trains no probe.")
     elif of[EVIDENCE]:
         lines.append("* **Evidence** (trained probes whose trained control learned at the same format): "
                      + ", ".join(f"{row['name']} ({row['failing']} of {row['tried']} inputs failed)"
                                  for row in of[EVIDENCE]) + " — training did not find a solution; none exists is "
                      "not proven.")
-    else:
+    elif not of[CANNOT_EXPRESS]:
         lines.append("* **Evidence** from trained probes: none — no trained control learned the task at its "
                      "construction's p* format, so no trained probe row counts.")
+    else:
+        lines.append("* **Evidence** from trained probes: none — "
+                     + ("where a trained probe's architecture may express the task, no trained control of its depth "
+                        "learned it at the construction's p* format; the other probes' architectures cannot express "
+                        "it (next line)." if of[NO_EVIDENCE] else
+                        "every trained probe is of an architecture that cannot express the task (next line)."))
+    if of[CANNOT_EXPRESS]:
+        lines.append("* **Cannot express the task** (proven for the architecture, whatever its weights, so these "
+                     "trained rows say nothing about training): " + ", ".join(row["name"] for row in of[CANNOT_EXPRESS])
+                     + ".")
     if report.get("capacity"):
         lines.append(capacity_words(report["capacity"]))
     neither = len(of[UNTRAINED]) + len(of[NO_EVIDENCE])
@@ -173,10 +184,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 
 def capacity_words(curve: dict[str, Any]) -> str:
-    """The capacity curve's line of the summary: where the control learned, and what fell there."""
+    """The capacity curve's line of the summary: where the control learned, and what fell there (an architecture
+    that cannot express the task is named apart: its fall says nothing about training)."""
     learned = sorted({entry["size"] for entry in curve["summary"] if entry["architecture"] == capacity.CONTROL
                       and entry["control_learned"]})
-    fell = [entry for entry in curve["summary"] if entry["architecture"] != capacity.CONTROL
+    unable = sorted({entry["architecture"] for entry in curve["summary"] if entry.get("expressive") is False})
+    fell = [entry for entry in curve["summary"] if entry["architecture"] not in [capacity.CONTROL, *unable]
             and entry["control_learned"] and entry["mean"] < capacity.LEARNED]
     spec = curve["spec"]
     best = max(fell, key=lambda entry: entry["mean"], default=None)
@@ -187,7 +200,9 @@ def capacity_words(curve: dict[str, Any]) -> str:
             + (f"; {_count(len(fell), 'point')} of other architectures fell there (best: "
                f"{best['architecture']}, {best['mean']:.2f} at N = {best['size']}) — training did not "
                "find a solution at this budget, which does not prove that none exists" if best else
-               "; every other architecture learned there too") + ".")
+               f"; every other architecture{' but those that cannot express the task' if unable else ''} learned "
+               "there too")
+            + (f"; {', '.join(unable)} cannot express the task, whatever the weights" if unable else "") + ".")
 
 
 def trained_words(report: dict[str, Any]) -> str:

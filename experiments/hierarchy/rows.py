@@ -72,7 +72,8 @@ class SeparationRow(OfConstruction):
 class ProbeRow(Row):
     """One network of a weaker architecture (or a trained control) searched for failures within a construction's
     budget. `table_bits` (N log2 N of the last table) exists for the composition probes; `control_learned` once the
-    row was judged against its trained control (`evidence.judge_against_controls`)."""
+    row was judged against its trained control (`evidence.judge_against_controls`); `expressive` False, with `why`,
+    where no weights of the architecture answer the task (`lab.architectures.cannot_express`)."""
 
     STAGE: ClassVar[str] = "probe"
     L: int | None
@@ -99,6 +100,8 @@ class ProbeRow(Row):
     status: str
     evidence: str
     control_learned: bool | None = optional()
+    expressive: bool | None = optional()
+    why: str | None = optional()
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()

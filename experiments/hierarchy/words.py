@@ -27,6 +27,7 @@ PROBE_LABELS = {
     "sparse": "1 ({block},{k})-sparse layer (probe)",
 }
 NO_CONTROL = "no trained control at this depth: no evidence"
+CANNOT_EXPRESS = "the architecture cannot express the task, whatever its weights"
 
 
 def depth_names(L: int) -> dict[str, int]:
@@ -48,8 +49,9 @@ def certified(inputs_log2: int, p: int, verified_below: int, splits_below: int) 
 
 
 def probe_evidence(weights: str, fmt: str, failing: int, tried: int, kept: int, pairs: int,
-                   accuracy: float | None, replayed_from: str | None) -> str:
-    """What one probe found (failing inputs, kept examples, indistinguishable pairs) and what its weights mean."""
+                   accuracy: float | None, replayed_from: str | None, why: str | None) -> str:
+    """What one probe found (failing inputs, kept examples, indistinguishable pairs), what its weights mean, and
+    `why` its architecture cannot express the task, where that is proven."""
     if weights == "random":
         meaning = "random weights: a failure here says nothing about what the architecture can learn"
     elif weights == "trained":
@@ -58,6 +60,8 @@ def probe_evidence(weights: str, fmt: str, failing: int, tried: int, kept: int, 
             meaning += f"; weights replayed from {replayed_from}, searched here"
     else:
         meaning = f"{weights} weights (the construction's own, under sparse attention)"
+    if why:
+        meaning += f"; {CANNOT_EXPRESS}: {why}"
     if not (failing or pairs):
         return f"none of {tried} inputs failed at {fmt} (a search, not a proof); {meaning}"
     counts = f"{failing} of {tried} inputs failed at {fmt} ({kept} kept as replayable examples)"

@@ -1,5 +1,6 @@
 """experiments.capacity: the curve's bookkeeping (checked on hand-made rows), and one tiny curve end to end."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -56,6 +57,40 @@ def test_a_fall_past_c_is_qualified_when_the_architecture_fell_below_c_too():
                                                                  "counting forces some input wrong")
 
 
+def test_an_architecture_that_cannot_express_the_task_is_never_counted_as_evidence():
+    """Its points read "cannot express the task" wherever the control learned, in the curve and in the hierarchy's
+    summary and rows; a point without the field (stored before the label) reads as it always did."""
+    from experiments.hierarchy import judge_against_controls
+    from experiments.hierarchy.evidence import CANNOT_EXPRESS, category_of
+    from experiments.hierarchy.report import capacity_words
+    from experiments.hierarchy.rows import ProbeRow
+
+    unable = {"expressive": False, "why": "one layer, no MLP"}
+    rows = []
+    for seed in (0, 1):
+        rows += [row(4, "control", seed, 1.0, 0), row(4, "1 full", seed, 0.3, 0) | unable,
+                 row(4, "0 full + deltanet", seed, 0.5, 96)]
+    summary = {e["architecture"]: e for e in capacity.summarise(dataclasses.replace(SPEC, sizes=(4,)), rows)}
+    assert capacity_report.standing(summary["1 full"]) == capacity_report.CANNOT_EXPRESS
+    assert capacity_report.standing(summary["0 full + deltanet"]).startswith("fell below C")
+    words = capacity_words({"spec": capacity.plain_spec(SPEC), "summary": list(summary.values())})
+    assert "1 point of other architectures fell there (best: 0 full + deltanet" in words
+    assert words.endswith("; 1 full cannot express the task, whatever the weights.")
+
+    def probe(name, control=False, expressive=None):
+        return ProbeRow(L=1, task="composition", name=name, architecture=name, params={}, weights="trained", seed=0,
+                        format="fp16", semantics="strict", network=f"networks/{name}.npz", budget={},
+                        control=control, failures=[], pairs=[], searched={}, failing=1, tried=100,
+                        trained_accuracy=0.5, status="failures found", evidence="searched",
+                        expressive=expressive, why="one layer, no MLP" if expressive is False else None)
+
+    judged = {r.name: r for r in judge_against_controls([probe("control", control=True),
+                                                          probe("linear", expressive=False), probe("deltanet")])}
+    assert category_of(judged["linear"]) == CANNOT_EXPRESS and judged["linear"].evidence == "searched"
+    assert judged["linear"].control_learned is None and judged["deltanet"].control_learned is True
+    assert judged["linear"].to_json()["why"] == "one layer, no MLP" and "expressive" not in judged["deltanet"].to_json()
+
+
 def test_bad_specs_are_refused():
     with pytest.raises(ParameterError, match="recurrent kinds"):
         capacity.CapacitySpec(mixers=("attention",))
@@ -73,6 +108,12 @@ def test_a_tiny_curve_end_to_end(tmp_path):
     assert all(r["steps"] == 3 and r["eval_inputs"] == 32 for r in curve["rows"])
     assert (out / "capacity.png").stat().st_size > 0 and "N·log2 N / C" in (out / "capacity.md").read_text()
     assert "no hop targets" in (out / "capacity.md").read_text()
+    # one softmax head without an MLP cannot express L = 1 (lab.architectures.cannot_express): labelled, not counted
+    labelled = {r["architecture"] for r in curve["rows"] if r.get("expressive") is False and "no MLP" in r["why"]}
+    assert labelled == {"1 full"}
+    one_full = [e for e in curve["summary"] if e["architecture"] == "1 full"]
+    assert one_full and all(capacity_report.standing(e) == capacity_report.CANNOT_EXPRESS for e in one_full)
+    assert "* 1 full: one layer of one softmax head" in (out / "capacity.md").read_text()
 
 
 def test_an_L2_curve_trains_with_the_hop_weight_it_is_given_and_says_so(tmp_path):

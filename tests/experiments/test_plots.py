@@ -24,6 +24,7 @@ def outcome_rows():
             row("hybrid", "probe", "failures found", 161, weights="trained", control=False, control_learned=True),
             row("full", "probe", "none found", 161, weights="trained", control=False, control_learned=False),
             row("control", "probe", "failures found", 161, weights="trained", control=True),
+            row("linear", "probe", "failures found", 161, weights="trained", control=False, expressive=False),
             row("missing", "construction", "not available", 161),
             row("deep", "construction", "certified", 405, L=3, n_ctx=46)]
 
@@ -31,8 +32,8 @@ def outcome_rows():
 def test_outcome_categories_from_the_rows_fields():
     rows = outcome_rows()
     assert [plots.drawn_category(row) for row in rows] == [
-        evidence.PROVEN, evidence.PROVEN, evidence.UNTRAINED, evidence.EVIDENCE, evidence.NO_EVIDENCE, evidence.CONTROL, None,
-        evidence.PROVEN]
+        evidence.PROVEN, evidence.PROVEN, evidence.UNTRAINED, evidence.EVIDENCE, evidence.NO_EVIDENCE, evidence.CONTROL,
+        evidence.CANNOT_EXPRESS, None, evidence.PROVEN]
     assert plots.drawn_category({"status": "failures found", "weights": "natural"}) == evidence.UNTRAINED
     assert plots.drawn_category({"status": "unknown", "weights": "trained", "control_learned": True}) is None
     # floor(n^(2^-(4L+2))): tiny at runnable prompt lengths, the stored value for a separation row
@@ -48,9 +49,9 @@ def test_outcomes_draw_one_legend_entry_per_category_and_the_separation_on_its_o
     assert (tmp_path / "outcomes.png").read_bytes()[:8] == PNG_MAGIC
     legend = [text.get_text() for text in fig.legends[0].get_texts()]
     words = {kind: style[2] for kind, style in plots.CATEGORY_STYLE.items()}
-    assert legend[:5] == [words[kind] for kind in (evidence.PROVEN, evidence.EVIDENCE, evidence.NO_EVIDENCE,
-                                                   evidence.CONTROL, evidence.UNTRAINED)]
-    assert len(set(words.values())) == 5 and "hollow: no failing input found" in legend
+    assert legend[:6] == [words[kind] for kind in (evidence.PROVEN, evidence.EVIDENCE, evidence.NO_EVIDENCE,
+                                                   evidence.CANNOT_EXPRESS, evidence.CONTROL, evidence.UNTRAINED)]
+    assert len(set(words.values())) == 6 and "hollow: no failing input found" in legend
     assert any("Theorem 1.1 covers" in text for text in legend)
     small, big = fig.axes
     points = lambda ax: sorted(x for c in ax.collections if c.get_offsets().size for x, _ in c.get_offsets())  # noqa
