@@ -15,6 +15,7 @@ from cli.options import construction_options
 from witness.arith.semantics import semantics_text
 from witness.errors import InputError
 from witness.execute import run as execute_run
+from witness.generate import NOT_GENERATED, generate, generated_count
 from witness.io import load
 from witness.registry import compile, construction_names
 
@@ -59,6 +60,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         tokens = parse_tokens(args.tokens)
         if network.task is not None:
             network.task.check_tokens(tokens)
+        count = generated_count(network)
+        if count:
+            emit_generation(args, generate(network, tokens, count, arith))
+            return 0
         predictions = execute_run(network, tokens, arith).predictions[0]
         output = int(predictions[0]) if network.readout.read == "last" else [int(v) for v in predictions]
         emit(args, {"output": output}, str(output) if isinstance(output, int) else " ".join(map(str, output)))
@@ -82,6 +87,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         payload["counterexample"] = {k: v for k, v in result.as_dict()["counterexample"].items() if k != "trace"}
     emit(args, payload, text)
     return EXIT_FALSIFIED if result.failures else 0
+
+
+def emit_generation(args: argparse.Namespace, generation) -> None:
+    """A generating network's answer on one input: the generated ids, the last of them as `output` (the task's
+    answer; -1 when a tie stopped generation) and `stopped_by_tie`, the 0-based step a tie stopped (null if none)."""
+    generated = generation.generated(0)
+    stop = int(generation.stopped_by_tie[0])
+    stopped = None if stop == NOT_GENERATED else stop
+    output = generated[-1] if stopped is None else NOT_GENERATED
+    text = f"generated {' '.join(map(str, generated)) or 'nothing'}; "
+    text += f"answer {output}" if stopped is None else f"a tie at step {stopped} (0-based) stopped generation"
+    emit(args, {"generated": generated, "output": output, "stopped_by_tie": stopped}, text)
 
 
 def add_run(commands) -> None:

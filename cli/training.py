@@ -32,6 +32,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from lab.architectures import architecture_of_kind
 
     task = task_from_args(args)
+    train.require_trainable(task)
     architecture = architecture_of_kind(
         args.arch, task, H=args.H, d_head=args.d_head, d_model=args.d_model, mlp_ratio=args.mlp_ratio,
         layers=args.layers, full_layers=args.full_layers, mixer=args.mixer, block=args.block, k=args.k,

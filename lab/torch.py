@@ -3,6 +3,7 @@
     module = lab.torch.to_module(network)          # float64 by default
     logits = module(torch.as_tensor(tokens))            # [batch, n, d_vocab_out], every position
     same = lab.torch.from_module(module)            # np.array_equal on every array
+    ids = module.generate(torch.as_tensor(prompt), k)   # [batch, k] greedy ids, as witness.generate.generate
 
 The module's parameters carry the IR's TransformerLens names (`embed.W_E`, `blocks.0.attn.W_Q`, `unembed.W_U`,
 ...), so `module.state_dict()` and `Network.state_dict()` have the same keys and shapes. Its forward pass performs
@@ -36,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("lab.torch needs torch: pip install 'witness[torch]'") from exc
 
 from witness.errors import ParameterError
+from witness.generate import NOT_GENERATED
 from witness.ir import MLP, Basis, Meta, Network
 from witness.mixers import MIXERS, Attention, network_from_state
 
@@ -167,6 +169,24 @@ class NetworkModule(nn.Module):
     def read_from(self, x: torch.Tensor) -> torch.Tensor:
         """The logits `read_logits` reports, from the final residual stream x [batch, n, d_model]."""
         return self.unembed_stream(x[:, -1:] if self.read == "last" else x)
+
+    @torch.no_grad()
+    def generate(self, tokens: torch.Tensor, k: int) -> torch.Tensor:
+        """[batch, k]: k greedy steps as `witness.generate.generate` runs them, each appending the unique argmax of
+        the last position's logits; from a step whose maximum ties (or a logit is NaN), NOT_GENERATED (-1), never a
+        pick of the tied ids."""
+        tokens = torch.as_tensor(tokens)
+        transcript = tokens[None] if tokens.ndim == 1 else tokens
+        generated = torch.full((transcript.shape[0], k), NOT_GENERATED, dtype=torch.int64)
+        going = torch.ones(transcript.shape[0], dtype=torch.bool)
+        for step in range(k):
+            logits = self.forward(transcript)[:, -1]
+            top = logits.max(dim=-1, keepdim=True).values
+            going &= ((logits == top).sum(dim=-1) == 1) & ~logits.isnan().any(dim=-1)  # as `unique_argmax`
+            generated[going, step] = logits.argmax(dim=-1)[going]
+            # a stopped row goes on with token 0, whose outputs are never read
+            transcript = torch.cat([transcript, generated[:, step:step + 1].clamp(min=0)], dim=1)
+        return generated
 
     def structure(self) -> dict[str, Any]:
         return {"layers": [{**layer.attn.structure(), "mlp": layer.mlp is not None} for layer in self.blocks],

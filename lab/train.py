@@ -314,6 +314,16 @@ def use_deterministic_algorithms(mode: bool, warn_only: bool = False) -> None:
         native(mode, warn_only=warn_only)
 
 
+def require_trainable(task) -> None:
+    """A ParameterError unless `task` is a registered task answered by one forward pass: the trainer fits the logits
+    of one run, so a task answered by generated tokens (chain of thought) is not one it trains (yet)."""
+    if not isinstance(task, tuple(record.task for record in RECORDS.values())):
+        raise ParameterError(f"train needs a task ({', '.join(RECORDS)}), got {type(task).__name__}")
+    if getattr(task, "generated_tokens", 0):
+        raise ParameterError(f"{task.name} is answered by {task.generated_tokens} generated tokens; the trainer fits "
+                             "one forward pass (train composition, or compile the construction)")
+
+
 def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: int = 0, lr: float = DEFAULT_LR,
           batch_size: int = 64, warmup: int | None = None, hop_weight: float | None = None, weight_decay: float = 0.0,
           eval_every: int | None = None) -> tuple[Network, TrainReport]:
@@ -325,8 +335,7 @@ def train(architecture: Architecture, task, steps: int = DEFAULT_STEPS, seed: in
     `learning_rate` schedule (warm-up: `warmup` steps, default steps / 20). Deterministic: the same arguments
     give the same weights bit for bit (torch.manual_seed, deterministic algorithms, one thread), on any machine
     with the same torch build. The learning curve is measured every `eval_every` steps (default steps / 20)."""
-    if not isinstance(task, tuple(record.task for record in RECORDS.values())):
-        raise ParameterError(f"train needs a task ({', '.join(RECORDS)}), got {type(task).__name__}")
+    require_trainable(task)
     steps = check_int("steps", steps, 1)
     seed = check_int("seed", seed, 0)
     if seed >= 2 ** 64:
@@ -427,5 +436,5 @@ def sweep_lr(architecture: Architecture, task, steps: int, seed: int = 0, lrs=SW
     return SweepReport(lr=best[0], steps=steps, tried=tuple(tried))
 
 
-__all__ = ["Architecture", "LayerSpec", "TrainReport", "SweepReport", "train", "sweep_lr", "accuracy", "learning_rate",
-           "hop_layers", "training_module", "optimiser_for", "training_step"]
+__all__ = ["Architecture", "LayerSpec", "TrainReport", "SweepReport", "train", "require_trainable", "sweep_lr",
+           "accuracy", "learning_rate", "hop_layers", "training_module", "optimiser_for", "training_step"]

@@ -220,3 +220,19 @@ def test_cli_train_json_says_what_the_accuracy_is_measured_on(tmp_path, capsys):
     assert payload["steps"] == 6 and payload["hop_weight"] == 1.0 and payload["learning_curve"][-1]["step"] == 6
     assert [lr for lr, _ in payload["lr_sweep"]["tried"]] == [1e-3, 1e-2] and payload["lr"] == payload["lr_sweep"]["lr"]
     assert witness.load(out).meta.notes["trained"]["steps"] == 6
+
+
+def test_a_task_answered_by_generated_tokens_is_refused_before_any_step(capsys):
+    """The trainer fits one forward pass; a chain-of-thought task would crash deep in an architecture (it did: an
+    AttributeError from the sparse one), so both the API and the command refuse it in one line."""
+    from cli.main import main
+    from witness.tasks import CompositionCoT
+
+    arch = Architecture(layers=(LayerSpec(),) * 2, H=1, d_head=4, d_model=16)
+    with pytest.raises(ParameterError, match="generated tokens"):
+        train(arch, CompositionCoT(1, 2), steps=1)
+    assert main(["train", "composition_cot", "--L", "2", "--m", "2", "--n", "2", "--arch", "sparse", "--H", "1",
+                 "--d-head", "4", "--d-model", "16", "--block", "2", "--k", "1", "--steps", "2", "-o",
+                 "/tmp/never-written.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "generated tokens" in err and "internal error" not in err, err

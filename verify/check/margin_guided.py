@@ -25,8 +25,9 @@ from verify.check.runs import Findings, batch_size, first_overflowing_row, task_
 from verify.defaults import DEFAULT_MAX_EXAMPLES
 from verify.result import Result
 from witness.arith import Arithmetic
-from witness.errors import OverflowInFormat
+from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import logit_margins, run
+from witness.generate import generated_count
 from witness.ir import Network
 from witness.progress import bar
 from witness.tasks.base import check_int
@@ -42,6 +43,9 @@ def margin(network: Network, tokens, arith: Arithmetic) -> np.ndarray:
     executor's logits. An input whose run overflows a fixed-point format is not answered: -inf. Rows are run in
     batches of `batch_size`, and an overflow costs only its own row (the rows after it are run again)."""
     task = task_of(network)
+    if generated_count(network):
+        raise ParameterError(f"a margin is of one run's logits; a network of task {task.name} answers by the tokens "
+                             "it generates, which the exhaustive, sampled and Hypothesis checks judge")
     batch = task.check_tokens(tokens)
     answers = task.answers(batch).reshape(batch.shape[0], -1)
     margins = np.full(batch.shape[0], -np.inf)

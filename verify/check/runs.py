@@ -24,6 +24,7 @@ from verify.result import Counterexample, Result, Status
 from witness.arith import Arithmetic
 from witness.errors import OverflowInFormat, ParameterError
 from witness.execute import run
+from witness.generate import answer_ids, generated_count
 from witness.ir import Network
 from witness.tasks.base import check_int
 
@@ -51,10 +52,10 @@ def batch_size(network: Network) -> int:
 
 
 def wrong_rows(network: Network, batch: np.ndarray, arith: Arithmetic) -> np.ndarray:
-    """Which inputs of `batch` the network answers wrongly (a tie counts as wrong); raises OverflowInFormat."""
+    """Which inputs of `batch` the network answers wrongly (a tie counts as wrong; a network whose task asks for
+    generated tokens is judged on all of them, `witness.generate.answer_ids`); raises OverflowInFormat."""
     expected = task_of(network).answers(batch).reshape(batch.shape[0], -1)
-    predicted = run(network, batch, arith).predictions
-    return ~(predicted == expected).all(axis=1)
+    return ~(answer_ids(network, batch, arith) == expected).all(axis=1)
 
 
 def first_overflowing_row(network: Network, batch: np.ndarray, arith: Arithmetic) -> int:
@@ -64,7 +65,7 @@ def first_overflowing_row(network: Network, batch: np.ndarray, arith: Arithmetic
     while low < high:
         middle = (low + high) // 2
         try:
-            run(network, batch[:middle + 1], arith)
+            answer_ids(network, batch[:middle + 1], arith)
             low = middle + 1
         except OverflowInFormat:
             high = middle
@@ -92,6 +93,8 @@ def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) 
     """
     task = task_of(network)
     tokens = [int(t) for t in tokens]
+    if generated_count(network):
+        return generation_counterexample(network, tokens, arith)
     expected = task.answers(tokens).reshape(1, -1)[0].tolist()
     if network.readout.read == "last":
         expected = expected[0]
@@ -110,8 +113,29 @@ def counterexample_for(network: Network, tokens: np.ndarray, arith: Arithmetic) 
     return Counterexample(tokens, expected, output, trace)
 
 
+def generation_counterexample(network: Network, tokens: list[int], arith: Arithmetic) -> Counterexample:
+    """A generating network's answer on one input: the tokens it generated against its task's answers, and the
+    trace (at the step's last position) of the first step that went wrong (the last step, where none did), run on
+    the prompt and the right tokens before it; an overflowing generation is its message, with no trace."""
+    expected = task_of(network).answers(np.asarray([tokens]))[0]
+    try:
+        generated = answer_ids(network, np.asarray([tokens]), arith)[0]
+    except OverflowInFormat as exc:
+        return Counterexample(tokens, plain_answer(expected), f"overflow: {exc}", {})
+    wrong = np.flatnonzero(generated != expected)
+    step = int(wrong[0]) if wrong.size else expected.size - 1
+    try:
+        outputs = run(network, np.concatenate([tokens, expected[:step]]), arith, trace=True)
+        trace = {name: value[0][list(outputs.read_positions)].tolist() for name, value in outputs.trace.items()
+                 if "resid" in name}
+    except OverflowInFormat:
+        trace = {}
+    return Counterexample(tokens, plain_answer(expected), plain_answer(generated), trace)
+
+
 def plain_answer(value: Any) -> Any:
-    """An answer or output as JSON-ready ints: one int (read at the last position) or a list (read everywhere)."""
+    """An answer or output as JSON-ready ints: one int (read at the last position) or a list (read everywhere, or
+    generated)."""
     array = np.asarray(value).reshape(-1)
     return int(array[0]) if array.size == 1 else [int(v) for v in array]
 
@@ -120,7 +144,7 @@ def fresh_output(network: Network, tokens: list[int], arith: Arithmetic) -> Any:
     """The network's answer on one input, run on its own; an input that overflows a fixed-point format answers
     nothing (None)."""
     try:
-        return plain_answer(run(network, np.asarray([tokens]), arith).predictions[0])
+        return plain_answer(answer_ids(network, np.asarray([tokens]), arith)[0])
     except OverflowInFormat:
         return None
 

@@ -8,14 +8,16 @@ from a file header. Registering a task is its line in `RECORDS` below.
 from typing import Any
 
 from witness.errors import ParameterError
-from witness.tasks import composition, two_sum
+from witness.tasks import composition, composition_cot, two_sum
 from witness.tasks.composition import Composition, CompositionInstance
+from witness.tasks.composition_cot import CompositionCoT
 from witness.tasks.record import Parameter, TaskRecord
 from witness.tasks.two_sum import TwoSum
 
 RECORDS: dict[str, TaskRecord] = {record.name: record for record in (
     composition.RECORD,
     two_sum.RECORD,
+    composition_cot.RECORD,
 )}
 
 
@@ -36,5 +38,5 @@ def task_from_params(name: str, params: dict[str, Any]):
         raise ParameterError(f"bad parameters for task {name}: {exc}") from None
 
 
-__all__ = ["Composition", "CompositionInstance", "TwoSum", "RECORDS", "Parameter", "TaskRecord", "record_of",
-           "task_from_params"]
+__all__ = ["Composition", "CompositionCoT", "CompositionInstance", "TwoSum", "RECORDS", "Parameter", "TaskRecord",
+           "record_of", "task_from_params"]
