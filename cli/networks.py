@@ -79,6 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                             **result.arithmetic})
     text = (f"{correct}/{result.checked} random inputs correct (seed {args.seed}, {result.arithmetic['format']} "
             f"{semantics_text(result.arithmetic['semantics'])})")
+    if "rests_on" in result.detail:  # a theory run stands in float64 for the exact inside of a block
+        payload["rests_on"] = result.detail["rests_on"]
+        text += f"\nrests on: {result.detail['rests_on']}"
     if "stopped_by_overflow" in result.detail:
         payload["stopped_by_overflow"] = result.detail["stopped_by_overflow"]
         text += (f"; stopped after {result.checked} of {args.random} inputs: a run overflowed "

@@ -65,3 +65,14 @@ def test_search_says_its_semantics(capsys):
     pytest.importorskip("torch")
     said(capsys, ["search", "full", "--H", "1", "--d-head", "2", "--d-model", "4", "--L", "1", "--m", "2",
                   "--layers", "1", "--semantics", "mixed", "--samples", "20", "--quiet"], "mixed", code=1)
+
+
+def test_a_theory_run_says_what_it_rests_on(capsys, net):
+    """Running under theory uses float64 inside each block in place of exact arithmetic: the run says so, in text
+    and JSON, as `verify` does; strict runs are what they say and carry no such line."""
+    assert main(["run", str(net), "--random", "5", "--format", "fp16", "--semantics", "theory", "--json"]) == 0
+    assert "float64" in json.loads(capsys.readouterr().out)["rests_on"]
+    assert main(["run", str(net), "--random", "5", "--format", "fp16", "--semantics", "theory"]) == 0
+    assert "rests on: float64" in capsys.readouterr().out
+    assert main(["run", str(net), "--random", "5", "--format", "fp16", "--semantics", "strict", "--json"]) == 0
+    assert "rests_on" not in json.loads(capsys.readouterr().out)
