@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments import capacity_law
 from experiments.capacity import CONTROL, LEARNED, CapacitySpec
 from lab.rates import sweep_steps
 
@@ -190,6 +191,8 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
     (out / "capacity.json").write_text(json.dumps(curve, indent=1), encoding="utf-8")
     (out / "capacity.md").write_text(markdown(curve), encoding="utf-8")
     plot(curve, out / "capacity.png")
+    if len(CapacitySpec(**curve["spec"]).d_heads) > 1:  # several head widths: where each hybrid falls against them
+        capacity_law.write(curve, out)
 
 
 __all__ = ["standing", "row_text", "head_widths", "learning_rates", "markdown", "plot", "write", "CANNOT_EXPRESS"]
