@@ -26,8 +26,10 @@ def test_search_sparse_report_and_replay(tmp_path, capsys):
             "--seed", "0", "--save-network", str(path), "--json"]
     assert main(argv) == 1  # docs/conventions.md §7: exit 1 when a failure was found
     payload = single_json(capsys)
-    assert set(payload) == {"network", "format", "semantics", "budget", "failures", "pairs", "searched"}
+    assert set(payload) == {"network", "format", "semantics", "semantics_meaning", "budget", "failures", "pairs",
+                            "searched"}
     assert payload["network"] == str(path) and payload["format"] == "fp16"
+    assert payload["semantics_meaning"] == "every operation rounded to the format, sums in index order"
     assert {"H", "d_head", "d_model", "d", "p", "Hdp", "block", "k", "B_log2_n"} <= set(payload["budget"])
     assert payload["budget"]["B_log2_n"] == 16.0  # B log2 n = 4 * 4
     assert payload["failures"] and payload["pairs"]
