@@ -167,10 +167,16 @@ def attention(residual: Space, head: Head, scores: list[Score], routes: list[Rou
     return Attention.zeros_bias(**{name: stored(array) for name, array in arrays.items()}, causal=True)
 
 
+def generating_tables_bytes(task, residual: Space) -> int:
+    """The token, position and unembedding tables of width d_model of a network that generates: its context is
+    the task's `context_length`, its readout names the value ids."""
+    return table_bytes(task.vocab_size + task.context_length + task.value_vocab, residual.width)
+
+
 def memory_bytes(L: int, m: int, n=()) -> int:
-    """What `build` allocates: the token, position and unembedding tables of width d_model."""
+    """What `build` allocates (`generating_tables_bytes`)."""
     task = supported_task(L, m, n)
-    return table_bytes(task.vocab_size + task.context_length + task.value_vocab, residual_space(task).width)
+    return generating_tables_bytes(task, residual_space(task))
 
 
 def build(L: int, m: int, n=()) -> Network:

@@ -35,6 +35,19 @@ def composition_chain(m: int, n: tuple[int, ...], z0: int, tables, w) -> list[in
     return chain
 
 
+def composition_pair_chain(m: int, n: tuple[int, ...], z0: int, tables, w) -> list[int]:
+    """[a_1, ..., a_L, i_L]: a_1 = z_0 is where z_1 is read; then, hop by hop, i = z_l(a_l) and the next address
+    a_{l+1} = w_l * N_{l-1} + i (the pair (w_l, i) as §1.1 packs it); the last entry is the final i = i_L."""
+    sizes = domain_sizes(m, n)
+    addresses, address = [], z0
+    for l, table in enumerate(tables, start=1):
+        addresses.append(address)
+        value = table[address]
+        if l < len(tables):
+            address = w[l - 1] * sizes[l - 1] + value
+    return addresses + [value]
+
+
 def composition_token_list(m: int, n: tuple[int, ...], z0: int, tables, w, layout: str) -> list[int]:
     """`paper`: [z_L table] ... [z_1 table] [z_0] [w]; `forward`: [w] [z_0] [z_1 table] ... [z_L table]."""
     query = query_id(m, n, w)

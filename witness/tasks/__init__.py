@@ -8,9 +8,10 @@ from a file header. Registering a task is its line in `RECORDS` below.
 from typing import Any
 
 from witness.errors import ParameterError
-from witness.tasks import composition, composition_cot, two_sum
+from witness.tasks import composition, composition_cot, composition_cot_pairs, two_sum
 from witness.tasks.composition import Composition, CompositionInstance
 from witness.tasks.composition_cot import CompositionCoT
+from witness.tasks.composition_cot_pairs import CompositionCoTPairs
 from witness.tasks.record import Parameter, TaskRecord
 from witness.tasks.two_sum import TwoSum
 
@@ -18,6 +19,7 @@ RECORDS: dict[str, TaskRecord] = {record.name: record for record in (
     composition.RECORD,
     two_sum.RECORD,
     composition_cot.RECORD,
+    composition_cot_pairs.RECORD,
 )}
 
 
@@ -38,5 +40,5 @@ def task_from_params(name: str, params: dict[str, Any]):
         raise ParameterError(f"bad parameters for task {name}: {exc}") from None
 
 
-__all__ = ["Composition", "CompositionCoT", "CompositionInstance", "TwoSum", "RECORDS", "Parameter", "TaskRecord",
-           "record_of", "task_from_params"]
+__all__ = ["Composition", "CompositionCoT", "CompositionCoTPairs", "CompositionInstance", "TwoSum", "RECORDS",
+           "Parameter", "TaskRecord", "record_of", "task_from_params"]
