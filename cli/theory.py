@@ -112,7 +112,7 @@ def cmd_separation(args: argparse.Namespace) -> None:
 
     if args.L not in separation.FITS:
         raise CliError(f"--L {args.L}: the separation is computed for L in {list(separation.FITS)} on a machine like "
-                       "this one (L = 3 starts near log2 n = 4.1e5, d_model 3.2e6; see the README)")
+                       "this one (L = 4 starts near log2 n = 7.3e6, d_model 6.6e7; see docs/separation.md)")
 
     def progress(message: str) -> None:
         print(f"witness separation: {message}", file=sys.stderr, flush=True)
@@ -137,6 +137,7 @@ def add_separation(commands) -> None:
     cmd = add_command(commands, "separation", cmd_separation, "the smallest size at which the (L+1)-layer "
                                                               "construction, certified at its p*, has a budget "
                                                               "Theorem 1.1 covers; certificate and report")
-    cmd.add_argument("--L", type=int, required=True, help="composition depth (1 and 2 fit a laptop)")
+    cmd.add_argument("--L", type=int, required=True,
+                     help="composition depth (1 and 2 take seconds, 3 about 16 CPU-minutes and 8 GiB)")
     cmd.add_argument("--out", required=True, metavar="DIR", help="folder for certificate.json, separation.json and "
                                                                 "separation.md")

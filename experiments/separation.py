@@ -11,10 +11,11 @@ one budget.
 The family: L = 1, m = 2^k - 2 (so n = 2^k); L >= 2, m = n_1 = ... = n_{L-1} = 2^k (n = 2 + m + m^2 + ... + m^L).
 `separation(L)` walks k upward. At each k the largest p the theorem still covers is
 p_max = floor(floor(n^(2^-(4L+2))) / (H d)); every float format of at most p_max bits is tried, fewest bits
-first (then fewest exponent bits), by the parametric certifier under `theory` -- except formats whose largest
-value is below the attention weight C = 2 beta, which the checker refuses for that reason alone and which are
-listed as such. The first k at which one verifies is the answer, and its first verifying format is p*: every
-split of fewer bits at that k was tried (or overflows), and at every smaller k no format of at most p_max bits
+first (then fewest exponent bits), by the parametric certifier under `theory` -- except formats `refusals` shows
+the checker must refuse from the description and the format alone (the attention weight C = 2 beta overflows the
+format, or rounds so far down that the seed's layer cannot single out its key), which are listed with that reason.
+The first k at which one verifies is the answer, and its first verifying format is p*: every
+split of fewer bits at that k was tried or ruled out, and at every smaller k no format of at most p_max bits
 verifies. So the size is the smallest of the family covered at the construction's sound p*, with no assumption
 that more bits help. Counts are Python ints throughout; n is written exactly as an expression in k.
 """
@@ -23,15 +24,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import gmpy2
 
-from constructions.composition import describe
+from constructions.composition import Description, describe
 from verify import checker
 from verify.certify import Construction, certify
 from verify.certify.networks import unknown
+from verify.checker.numbers import Format
 from verify.precision import min_precision
 from verify.result import Result, Status
 from verify import theorems as theorem_bounds
@@ -41,9 +44,10 @@ from witness.errors import FileFormatError, ParameterError
 from witness.tasks.base import check_int
 
 SEMANTICS = "theory"
-#: The depths whose separation fits a 2-core, 24 GiB machine (L = 3 would scan thousands of sizes of a
-#: 3-million-direction network).
-FITS = (1, 2)
+#: The depths whose separation fits a 2-core, 24 GiB machine. L = 3 does since the pre-test (`refusals`) rules out
+#: every format below its answer without a certify: one certify of the 3.3-million-direction network at
+#: k = 136,336 took 240 CPU-s and 7.5 GiB (docs/separation.md). L = 4 starts near log2 n = 7.3e6, d_model 6.6e7.
+FITS = (1, 2, 3)
 #: The float formats the checker reasons about (verify/checker/numbers.py): exponent 2..9, mantissa 1..24.
 EXPONENTS = range(2, 10)
 MANTISSAS = range(1, 25)
@@ -89,19 +93,56 @@ def covering(L: int, n: int, Hdp: int) -> dict[str, Any]:
 OUTSIDE = "outside the formats the checker reasons about"
 
 
+def refusals(description: Description) -> Callable[[Float], str | None]:
+    """`refusal(fmt)`: why the parametric checker must refuse `fmt` for the construction `description` describes,
+    decided from the two alone with no proof built; None when only certify can tell. A format refused here is one
+    certify cannot verify, so skipping it leaves p* unchanged (tests/experiments/test_separation.py compares the two
+    on small sizes). Two reasons, each a step of verify/checker/parametric.py:
+
+    * The weight C = 2 beta (layer 0's query weight on the seed's indicator, the largest weight) rounds outside the
+      format: the checker rounds every weight to the format and refuses an overflow (`Sparse`). Decided with the
+      checker's own rounding, so it is that refusal exactly (a C just above the largest value rounds down to it).
+    * C rounds to C' <= ln(n - 1). Layer 0's key reads the seed's indicator alone, so the seed scores C' and each
+      of the n - 1 other keys 0, and the checker's off-target bound (step 3: each key's mass rounded up) is at
+      least (n - 1) e^(-C') >= 1: its target weight pi = 1/(1 + R), rounded down, is at most 1/2. Step 4's fetched
+      interval for a set bit, [pi v - (1 - pi) V, v] with V >= |v|, and for a clear bit, [-v, -pi v + (1 - pi) V],
+      then both contain 0 (their rounded ends too), so whatever the MLP is, its output at 0 is the same for a set
+      and a clear bit: either it varies over an interval (refused there) or it writes a constant, and the next
+      layer's query, or the readout, then finds a constant where the checker requires the code of i_0. The
+      checker's stricter demand, that the construction's sign MLP see a fetched value of at least 1/2, is left to
+      certify: this test holds for any MLP.
+
+    ln(n - 1) is bounded once per size (the prompt length of an L = 3 size costs as much as the test itself)."""
+    C = Fraction(description.C)
+    with gmpy2.context(precision=256, round=gmpy2.RoundDown):  # a lower bound: C' at or below it is decided
+        ln_keys = Fraction(*gmpy2.log(gmpy2.mpz(description.task.prompt_length - 1)).as_integer_ratio())
+
+    def refusal(fmt: Float) -> str | None:
+        try:
+            rounded = Format("float", mantissa=fmt.mantissa, exponent=fmt.exponent).round(C)
+        except checker.Refused:
+            return f"the weight C = 2 beta = {C} overflows {fmt.name}"
+        if rounded <= ln_keys:
+            return (f"the weight C = 2 beta = {C} rounds to {rounded} in {fmt.name}, at most ln(n - 1): layer 0's "
+                    f"off-target mass is at least 1, so no MLP can tell the seed's bits")
+        return None
+
+    return refusal
+
+
 def size_checker(k: int, target: Construction, progress: Callable[[str], None] | None, calls: list[int]):
     """The checker `verify.precision.min_precision` runs at size k: the parametric certifier under `theory`, except
-    for formats outside EXPONENTS and MANTISSAS (not tried) and formats whose largest value is below the attention
-    weight C, which the checker refuses for that reason alone (listed, with no certify call). `calls` counts the
-    certify calls."""
-    C = describe(target.L, target.m, target.n).C
+    for formats outside EXPONENTS and MANTISSAS (not tried) and formats `refusals` rules out (listed with its reason,
+    with no certify call). `calls` counts the certify calls."""
+    refusal = refusals(describe(target.L, target.m, target.n))
 
     def check_format(fmt: Float, semantics: str) -> Result:
         arith = arithmetic(fmt, semantics)
         if fmt.exponent not in EXPONENTS or fmt.mantissa not in MANTISSAS:
             return unknown(arith, OUTSIDE)
-        if fmt.max_finite < C:
-            return unknown(arith, f"the weight C = 2 beta = {C} overflows {fmt.name}")
+        reason = refusal(fmt)
+        if reason is not None:
+            return unknown(arith, reason)
         result = certify(target, arith)
         calls[0] += 1
         if progress:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import gmpy2
 import sympy
 
 from witness.errors import ParameterError
@@ -174,13 +175,15 @@ def _power(base: int, exponent: int) -> tuple[sympy.Integer | None, sympy.Expr]:
 
 
 def floor_root_power_of_two(n: int, k: int) -> int:
-    """floor(n^(2^-k)) exactly, as k nested integer square roots."""
+    """floor(n^(2^-k)) exactly, as k nested integer square roots (GMP's, the same floor as math.isqrt's and some
+    twenty times faster on the 4*10^5-bit prompt lengths the L = 3 separation walks through, one per size)."""
     n, k = check_int("n", n, 0), check_int("k", k, 0)
+    root = gmpy2.mpz(n)
     for _ in range(k):
-        if n <= 1:  # fixed point of isqrt; k may be astronomically large
+        if root <= 1:  # fixed point of isqrt; k may be astronomically large
             break
-        n = math.isqrt(n)
-    return n
+        root = gmpy2.isqrt(root)
+    return int(root)
 
 
 def balanced_prompt_length(L: int, m: int) -> int:

@@ -84,7 +84,7 @@ def argument_lists(folder):
                 st.sampled_from([["-o", str(folder / "trained.npz")], ["-o", str(folder / "empty")]])),
         command("capacity", option("--sizes", SIZES), option("--L", SIZES), st.sampled_from([[], ["--mixers", "x"]]),
                 st.just(["--steps", "1", "--seeds", "1", "--eval-inputs", "8", "--out", str(folder / "cap")])),
-        command("separation", st.sampled_from([["--L", "0"], ["--L", "3"], ["--L", "x"]]),
+        command("separation", st.sampled_from([["--L", "0"], ["--L", "4"], ["--L", "x"]]),
                 st.just(["--out", str(folder / "sep")])),
         st.lists(st.sampled_from(["--json", "frobnicate", "-x", "compile", "--L"]), max_size=3),
     ).flatmap(lambda argv: st.booleans().map(lambda json_flag: argv + (["--json"] if json_flag else [])))

@@ -35,7 +35,7 @@ from verify.checker.files import (CERTIFICATE_KIND, CERTIFICATE_VERSION, Weights
                                   weights_from_parts)
 from verify.checker.numbers import parse_format
 from verify.checker.refusal import Refused, require
-from verify.checker.tasks import Composition, TwoSum, log2_text
+from verify.checker.tasks import Composition, TwoSum, log2_text, shown
 
 __all__ = ["Refused", "Weights", "SEMANTICS", "check", "check_files", "prove", "summary", "certificate",
            "description_fingerprint", "load_certificate", "load_weights", "weights_from_parts"]
@@ -79,9 +79,9 @@ def prove(claim: dict, weights: Weights | None = None) -> dict:
     require(weights is not None, "this certificate is about a weights file; give the file to check it against")
     require(weights.fingerprint() == network["sha256"], "the network's weights do not match the certificate "
                                                          "(sha256 differs)")
-    require(weights.task == claim["task"] and type(task).from_params(weights.params) == task,
-            f"the network file is about {weights.task} {weights.params}, the claim about {claim['task']} "
-            f"{task.params()}")
+    if not (weights.task == claim["task"] and type(task).from_params(weights.params) == task):
+        raise Refused(f"the network file is about {weights.task} {shown(weights.params)}, the claim about "
+                      f"{claim['task']} {shown(task.params())}")
     if isinstance(task, TwoSum):
         return two_sum.prove(weights, task, fmt, strict)
     return composition.prove(weights, task, fmt, strict)

@@ -53,8 +53,8 @@ from verify.checker.mlp import MLP
 from verify.checker.numbers import (Format, exp_rounded, float64_softmax_error, float64_sums_exactly, lower_float,
                                     number, up, valuation)
 from verify.checker.ranges import Ranges, one_input_range
-from verify.checker.refusal import require
-from verify.checker.tasks import Composition
+from verify.checker.refusal import Refused, require
+from verify.checker.tasks import Composition, shown
 
 PRECISION = 256
 SOURCES = ("constant", "value", "digit", "address_low", "address_high")
@@ -73,12 +73,12 @@ class Sparse:
         rows, cols, vals = [], [], []
         matrix = len(shape) == 2
         for run in runs:
-            require(isinstance(run, list) and len(run) == (4 if matrix else 3), f"{what}: malformed run {run}")
+            require(isinstance(run, list) and len(run) == (4 if matrix else 3), f"{what}: malformed run {shown(run)}")
             r, c, n, v = run if matrix else [0] + run
             require(all(_is_int(x) for x in (r, c, n)) and n >= 1
-                    and isinstance(v, (int, float)) and not isinstance(v, bool), f"{what}: malformed run {run}")
+                    and isinstance(v, (int, float)) and not isinstance(v, bool), f"{what}: malformed run {shown(run)}")
             require(r >= 0 and c >= 0 and c + n <= shape[-1] and (not matrix or r + n <= shape[0]),
-                    f"{what}: run {run} is out of bounds")
+                    f"{what}: run {shown(run)} is out of bounds")
             rows.append(np.arange(r, r + n) if matrix else np.zeros(n, dtype=np.int64))
             cols.append(np.arange(c, c + n))
             vals.append(np.full(n, float(v)))
@@ -122,7 +122,8 @@ def _is_int(value) -> bool:
 
 
 def _count(value, what: str) -> int:
-    require(_is_int(value), f"{what} must be an integer, not {value!r}")
+    if not _is_int(value):  # the message only on failure
+        raise Refused(f"{what} must be an integer, not {shown(value)}")
     return value
 
 
@@ -185,26 +186,26 @@ class Description:
         out = []
         for rule in rules:
             source = rule.get("source")
-            require(source in SOURCES and rule.get("group") in self.groups, f"malformed rule {rule}")
-            require(source in allowed, f"rule {rule}: this class's embedding cannot hold a {source} code")
+            require(source in SOURCES and rule.get("group") in self.groups, f"malformed rule {shown(rule)}")
+            require(source in allowed, f"rule {shown(rule)}: this class's embedding cannot hold a {source} code")
             fields = {"constant": {"constant"}, "digit": {"width", "digit"}}.get(source, {"width"})
             require(set(rule) == {"group", "source"} | fields, f"a {source} rule has the fields group, source and "
-                                                               f"{', '.join(sorted(fields))}: {rule}")
+                                                               f"{', '.join(sorted(fields))}: {shown(rule)}")
             width = 1 if source == "constant" else rule["width"]
             require(_is_int(width) and 0 <= width <= self.groups[rule["group"]][1],
-                    f"rule {rule} is wider than its group")
+                    f"rule {shown(rule)} is wider than its group")
             require(source != "digit" or (_is_int(rule["digit"]) and rule["digit"] in range(1, self.task.L)),
-                    f"rule {rule} names no query digit")
+                    f"rule {shown(rule)} names no query digit")
             constant = rule.get("constant", 0.0)
             require(isinstance(constant, (int, float)) and not isinstance(constant, bool)
                     and abs(constant) <= LARGEST_FLOAT64 and float(constant) == constant,
-                    f"rule {rule}: the constant is not a float64")
+                    f"rule {shown(rule)}: the constant is not a float64")
             # The network stores its embedding in the format, so the keys would see the constant rounded: a
             # constant that rounds onto another class's could tie their scores while this proof saw them apart.
             # The proof reasons about the constant itself, so it must be a value of the format.
             if self.fmt is not None:
                 require(self.fmt.round(Fraction(constant)) == constant,
-                        f"rule {rule}: the constant is not exact in {self.fmt.name}")
+                        f"rule {shown(rule)}: the constant is not exact in {self.fmt.name}")
             out.append({"group": rule["group"], "source": source, "width": width,
                         "constant": float(constant), "digit": rule.get("digit", 0)})
             self.used.add(rule["group"])

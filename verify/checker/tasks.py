@@ -18,17 +18,32 @@ from dataclasses import dataclass
 import gmpy2
 import numpy as np
 
-from verify.checker.refusal import require
+from verify.checker.refusal import Refused, require
 
 
 #: Input counts with more bits than this are reported by their base-2 logarithm only (a decimal string of 3,000
 #: digits is as long as one is worth printing).
 EXACT_COUNT_BITS = 10_000
+#: Integers in a message with more bits than this are named by their bit length: the parameters at the theorems'
+#: scale run to 4*10^5 bits, past the 4,300 digits Python converts to text at all, and no reader wants the digits.
+MESSAGE_INT_BITS = 64
+
+
+def shown(value) -> str:
+    """`value` for a message: its repr, with every integer of more than MESSAGE_INT_BITS bits (inside lists, tuples
+    and dicts too) named by its bit length."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MESSAGE_INT_BITS:
+        return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{shown(key)}: {shown(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(item) for item in value) + "]"
+    return repr(value)
 
 
 def _positive(name: str, value) -> int:
-    require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"task parameter {name} must be an integer >= 1, got {value!r}")
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):  # the message only on failure
+        raise Refused(f"task parameter {name} must be an integer >= 1, got {shown(value)}")
     return value
 
 
@@ -57,8 +72,8 @@ class Composition:
 
     @staticmethod
     def from_params(params: dict) -> Composition:
-        require(isinstance(params, dict) and set(params) <= {"L", "m", "n", "layout"},
-                f"composition parameters are L, m, n (and layout); got {params!r}")
+        if not (isinstance(params, dict) and set(params) <= {"L", "m", "n", "layout"}):
+            raise Refused(f"composition parameters are L, m, n (and layout); got {shown(params)}")
         require(params.get("layout", "paper") == "paper", "the checker knows the composition task's `paper` layout")
         L, m = _positive("L", params.get("L")), _positive("m", params.get("m"))
         n = params.get("n", [])
@@ -147,8 +162,8 @@ class TwoSum:
 
     @staticmethod
     def from_params(params: dict) -> TwoSum:
-        require(isinstance(params, dict) and set(params) == {"n", "M", "t", "causal"},
-                f"two_sum parameters are n, M, t, causal; got {params!r}")
+        if not (isinstance(params, dict) and set(params) == {"n", "M", "t", "causal"}):
+            raise Refused(f"two_sum parameters are n, M, t, causal; got {shown(params)}")
         n, M, t = _positive("n", params["n"]), _positive("M", params["M"]), params["t"]
         require(n >= 2 and M >= 2, "two_sum needs n >= 2 and M >= 2")
         require(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < M, "two_sum's t must lie in [0, M)")

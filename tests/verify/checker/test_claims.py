@@ -6,6 +6,7 @@ and every numeric field of every kind of certificate edited up and down."""
 from __future__ import annotations
 
 import json
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -18,6 +19,7 @@ from verify import check, checker
 from verify.certify import Construction, certify
 from verify.certify.networks import weights_of
 from verify.checker.numbers import parse_format
+from verify.checker.tasks import Composition
 from verify.result import Status
 from witness.arith import arithmetic
 
@@ -110,6 +112,23 @@ def test_malformed_certificates_are_refused_in_one_line(forge):
     with pytest.raises(checker.Refused) as refusal:
         checker.check(forged, weights_of(network))
     assert "\n" not in str(refusal.value)
+
+
+def test_parameters_past_pythons_digit_limit_are_read_and_named_by_their_bit_length():
+    """m = 2^20000 has 6,021 decimal digits, past the 4,300 Python converts to text by default (which the command
+    line lifts, a caller of the library may not): the checker reads it, proves the parametric claim, and names such
+    an integer in a refusal by its bit length, building the message only when it refuses."""
+    assert 0 < sys.get_int_max_str_digits() < 6021  # the default limit is in force here
+    huge = 2 ** 20000
+    assert Composition.from_params({"L": 1, "m": huge, "n": []}).m == huge
+    result = certify(Construction(1, huge), arithmetic("fp32", "theory"))
+    assert result.status is Status.VERIFIED and result.detail["certificate"]["claim"]["params"]["m"] == huge
+    named = "<an integer of 20001 bits>"
+    for params, message in [({"L": 1, "m": -huge, "n": []}, f"m must be an integer >= 1, got {named}"),
+                            ({"L": 1, "m": huge, "n": [], "x": [huge]}, f"'m': {named}, 'n': [], 'x': [{named}]")]:
+        with pytest.raises(checker.Refused) as refusal:
+            Composition.from_params(params)
+        assert message in str(refusal.value)
 
 
 def test_a_single_answer_composition_is_certified_not_an_internal_error():
