@@ -22,6 +22,12 @@ For every depth L of the configuration:
 5. **separation** -- per depth in `separation` {L: [...]}, `experiments.separation`: the smallest size at which the
    (L+1)-layer construction, certified at its p* by the parametric proof, has a budget Theorem 1.1 covers; a row
    with `covered: yes` whose certificate needs no network file.
+6. **positive sides** -- per depth in `positive_sides`, the chain-of-thought decoders (`composition_cot`,
+   `composition_cot_pairs`) and the encoder (`composition_encoder`) at a small family, their p* found by running
+   every input at each format (`verify.precision` with the exhaustive checker: a proof for that family, format and
+   semantics, no certificate); the report sets them beside the depth's decoder row and the hybrid Theorem 1.1 rules
+   out. Every positive side and the decoder are also compiled at each of the section's `depths`, for the plot of
+   layers against L.
 
 A construction that is not installed (its entry point missing) becomes a row with status `not available` and the
 reason, never a silent omission.
@@ -34,7 +40,7 @@ The modules, each one role:
 * `rows` -- the typed rows the jobs return, and how report.json writes them;
 * `evidence` -- what a row is worth (its category), and the trained controls that decide it;
 * `run` -- the orchestration, `hierarchy(...)`, which writes report.json;
-* `words` -- the sentences the rows carry; `report` -- report.md; `plots` -- the two plots.
+* `words` -- the sentences the rows carry; `report` -- report.md; `plots` -- the plots.
 """
 
 from experiments.hierarchy.config import Config, load_config

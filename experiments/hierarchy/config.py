@@ -12,6 +12,10 @@ The sections:
   random or trained), the recurrent mixer of the hybrids and how many per gap;
 * `two_sum` {n, M, t, block, k, runs, effort}: the 2-Sum task, the (block, k)-sparse layer probed, its networks;
 * `separation` {L: [...]} (optional): the depths whose separation is certified at the theorem's own scale;
+* `positive_sides` {levels: {L: {m, n}}, depths: [...]} (optional): per configured depth a small composition family
+  at which the chain-of-thought and encoder constructions are compiled and run on every input at each format (the
+  exhaustive p* search: each family must be enumerable), and the depths at which every positive side is compiled
+  for the plot of layers against L;
 * `capacity` (optional): the fields of `experiments.capacity.CapacitySpec`, a capacity curve trained beside the
   probes.
 
@@ -31,6 +35,7 @@ from verify import precision
 from witness.arith import arithmetic, parse_format
 from witness.errors import FileFormatError, ParameterError, WitnessError
 from witness.tasks import task_from_params
+from witness.tasks.base import DEFAULT_ENUMERATION_LIMIT, check_int
 
 DEFAULT_CONFIG = Path(__file__).parents[1] / "hierarchy.json"
 SECTIONS = ("levels", "certify", "precision_sweep", "probes", "two_sum")
@@ -105,17 +110,35 @@ class Config:
     two_sum: TwoSumConfig
     separation: tuple[int, ...] = ()
     capacity: dict[str, Any] | None = None  # as configured: report.json repeats it so
+    positive_sides: tuple[Level, ...] = ()
+    depths: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(Level(L, m, tuple(n)) for L, m, n in self.levels))
         for level in self.levels:
             task_from_params(COMPOSITION, level.params())  # raises ParameterError on a bad size
+        object.__setattr__(self, "positive_sides", tuple(Level(L, m, tuple(n)) for L, m, n in self.positive_sides))
+        for level in self.positive_sides:
+            self._check_positive_side(level)
+        object.__setattr__(self, "depths", tuple(check_int("depth", L, 1) for L in self.depths))
         for family in (self.family, self.sweep_family):
             if family not in precision.FAMILIES:
                 raise ParameterError(f"format family must be one of {sorted(precision.FAMILIES)}, got {family!r}")
         arithmetic(parse_format(self.fallback_format), self.semantics)  # a format the semantics can run
         object.__setattr__(self, "runs", _runs(self.runs))
         self.capacity_spec()  # raises ParameterError on a bad curve
+
+    def _check_positive_side(self, level: Level) -> None:
+        """A positive side stands beside its depth's decoder row, and its p* search runs every input at each
+        format: refused here, not after the constructions' stage, where its depth is not configured or its family
+        is too large to enumerate."""
+        if level.L not in {configured.L for configured in self.levels}:
+            raise ParameterError(f"positive side L = {level.L}: the configuration has levels "
+                                 f"{sorted(configured.L for configured in self.levels)} only")
+        count = task_from_params(COMPOSITION, level.params()).count()
+        if count > DEFAULT_ENUMERATION_LIMIT:
+            raise ParameterError(f"positive side L = {level.L} (m = {level.m}, n = {list(level.n)}): {count} inputs, "
+                                 f"more than the {DEFAULT_ENUMERATION_LIMIT} an exhaustive search enumerates")
 
     def capacity_spec(self) -> CapacitySpec | None:
         return None if self.capacity is None else CapacitySpec(**self.capacity)
@@ -128,11 +151,12 @@ class Config:
         missing = sorted(set(depths) - known)
         if missing:
             raise ParameterError(f"--L {missing}: the configuration has levels {sorted(known)} only")
-        return replace(self, levels=tuple(level for level in self.levels if level.L in set(depths)))
+        return replace(self, levels=tuple(level for level in self.levels if level.L in set(depths)),
+                       positive_sides=tuple(level for level in self.positive_sides if level.L in set(depths)))
 
     def to_json(self) -> dict[str, Any]:
         """The configuration as report.json records it (the file's layout, without `quick`)."""
-        return {"levels": {str(level.L): {"m": level.m, "n": list(level.n)} for level in self.levels},
+        return {"levels": _levels_json(self.levels),
                 "certify": {"family": self.family, "semantics": self.semantics,
                             "fallback_format": self.fallback_format},
                 "precision_sweep": {"family": self.sweep_family,
@@ -140,7 +164,16 @@ class Config:
                 "probes": {"runs": [run.to_json() for run in self.runs], "mixer": self.mixer,
                            "linear_per_gap": self.linear_per_gap, "effort": self.effort},
                 "two_sum": self.two_sum.to_json(), "separation": {"L": list(self.separation)},
-                "capacity": self.capacity}
+                "capacity": self.capacity,
+                "positive_sides": {"levels": _levels_json(self.positive_sides), "depths": list(self.depths)}}
+
+
+def _levels_json(levels: tuple[Level, ...]) -> dict[str, dict[str, Any]]:
+    return {str(level.L): {"m": level.m, "n": list(level.n)} for level in levels}
+
+
+def _read_levels(raw) -> tuple[Level, ...]:
+    return tuple(sorted(Level(int(L), int(level["m"]), tuple(int(v) for v in level["n"])) for L, level in raw.items()))
 
 
 def _read_runs(raw) -> tuple[Run, ...]:
@@ -163,10 +196,9 @@ def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
         if missing:
             raise FileFormatError(f"{path}: missing sections {missing}")
         cert, sweep, probes, two_sum = raw["certify"], raw["precision_sweep"], raw["probes"], raw["two_sum"]
-        levels = tuple(sorted(Level(int(L), int(level["m"]), tuple(int(v) for v in level["n"]))
-                              for L, level in raw["levels"].items()))
+        positive = raw.get("positive_sides", {})
         return Config(
-            levels=levels, family=cert["family"], semantics=cert["semantics"],
+            levels=_read_levels(raw["levels"]), family=cert["family"], semantics=cert["semantics"],
             fallback_format=cert.get("fallback_format", "fp16"), sweep_family=sweep["family"],
             sweep_log2_m=tuple((semantics, tuple(int(j) for j in js)) for semantics, js in sweep["log2_m"].items()),
             runs=_read_runs(probes["runs"]), mixer=str(probes["mixer"]), linear_per_gap=int(probes["linear_per_gap"]),
@@ -174,7 +206,8 @@ def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
             two_sum=TwoSumConfig(**{key: two_sum[key] for key in ("n", "M", "t", "block", "k", "effort")},
                                  runs=_read_runs(two_sum["runs"])),
             separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])),
-            capacity=raw.get("capacity"))
+            capacity=raw.get("capacity"), positive_sides=_read_levels(positive.get("levels", {})),
+            depths=tuple(positive.get("depths", ())))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, WitnessError):
             raise

@@ -16,7 +16,8 @@ from typing import Any
 from experiments import capacity, separation, trained
 import experiments.hierarchy.words as words
 from experiments.hierarchy.rows import (
-    CERTIFIED, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN, ConstructionRow, PrecisionPoint, ProbeRow, SeparationRow)
+    CERTIFIED, EXHAUSTIVE, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN, ConstructionRow, DepthCurve, PositiveSideRow,
+    PrecisionPoint, ProbeRow, SeparationRow)
 from lab.architectures import cannot_express
 from verify import precision
 from verify import theorems as theorem_bounds
@@ -26,6 +27,8 @@ from verify.search.probes import failing_and_tried
 from verify.search.sparse import search_sparse
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
+from witness.generate import generated_count
+from witness.ir import Network
 from witness.progress import quiet, set_quiet
 from witness.registry import compile as compile_network
 from witness.registry import construction_names
@@ -34,18 +37,29 @@ from witness.registry import construction_names
 SEARCHES = {"hybrid": search_hybrid, "full": search_full, "control": search_full, "sparse": search_sparse}
 
 
+#: The fields a construction's job names and its row repeats.
+KNOWN = ("L", "task", "name", "construction", "architecture", "params", "semantics")
+
+
+def searched(job: dict[str, Any], method: str) -> tuple[Network, precision.PrecisionResult, dict[str, Any]]:
+    """The job's construction compiled, its p* searched with `method` ("certify" or "exhaustive") as the checker,
+    and its network saved; with the fields its row takes from them."""
+    network = compile_network(job["construction"], **job["params"])
+    case = precision.Case(precision.network_checker(network, method), job["family"], job["semantics"])
+    found = precision.table([case])[0].result
+    network_path = f"networks/{job['name']}.npz"
+    network.save(Path(job["out"]) / network_path)
+    return network, found, {"network": network_path, "n_ctx": network.n_ctx, "min_precision": found.as_dict()}
+
+
 def construction_job(job: dict[str, Any]) -> ConstructionRow:
     """Compile, find p* by certify, certify at p*, save network and certificate."""
     name, out = job["construction"], Path(job["out"])
-    known = {key: job[key] for key in ("L", "task", "name", "construction", "architecture", "params", "semantics")}
+    known = {key: job[key] for key in KNOWN}
     if name not in construction_names():
         return ConstructionRow(**known, status=NOT_AVAILABLE, evidence=words.not_installed(name))
-    network = compile_network(name, **job["params"])
-    case = precision.Case(precision.network_checker(network, "certify"), job["family"], job["semantics"])
-    found = precision.table([case])[0].result
-    network_path = f"networks/{job['name']}.npz"
-    network.save(out / network_path)
-    known |= {"network": network_path, "n_ctx": network.n_ctx, "min_precision": found.as_dict()}
+    network, found, compiled = searched(job, "certify")
+    known |= compiled
     if found.p is None:
         widest = found.trials[-1] if found.trials else None
         reason = widest.note if widest is not None else "no format could be run"
@@ -60,6 +74,39 @@ def construction_job(job: dict[str, Any]) -> ConstructionRow:
                            budget=budget(network, found.p).as_dict(),
                            evidence=words.certified(result.detail["inputs_log2"], found.p, verified_below,
                                                     len(found.below)))
+
+
+def positive_side_job(job: dict[str, Any]) -> PositiveSideRow:
+    """Compile a positive side at its small family, find p* by running every input at each format (the exhaustive
+    search: for this family, format and semantics as much a proof as a certificate, but nothing the trusted checker
+    re-derives), save the network."""
+    name = job["construction"]
+    known = {key: job[key] for key in KNOWN}
+    if name not in construction_names():
+        return PositiveSideRow(**known, status=NOT_AVAILABLE, evidence=words.not_installed(name))
+    network, found, compiled = searched(job, "exhaustive")
+    generated = generated_count(network)
+    known |= compiled | {"layers": len(network.layers), "generated": generated, "inputs": network.task.count()}
+    if found.p is None:
+        return PositiveSideRow(**known, status=FAILURES, evidence=words.not_verified_exhaustively(
+            job["family"], job["semantics"], found.max_bits, len(found.trials)))
+    return PositiveSideRow(**known, status=EXHAUSTIVE, format=found.format, budget=budget(network, found.p).as_dict(),
+                           evidence=words.verified_exhaustively(known["inputs"], found.format, job["semantics"],
+                                                                job["family"], found.p, generated, len(found.below),
+                                                                len(found.unrunnable)))
+
+
+def depth_job(job: dict[str, Any]) -> DepthCurve:
+    """One construction compiled at each depth of the plot: its layers and generated tokens as the networks have
+    them, so the plot shows what was built, not what a formula says."""
+    name = job["construction"]
+    known = {"construction": name, "label": words.DEPTH_LABELS[name]}
+    if name not in construction_names():
+        return DepthCurve(**known, causal=None, L=[], layers=[], generated=[], missing=words.not_installed(name))
+    networks = [compile_network(name, **params) for params in job["params"]]
+    return DepthCurve(**known, causal=all(layer.mixer.causal for layer in networks[0].layers),
+                      L=[params["L"] for params in job["params"]], layers=[len(net.layers) for net in networks],
+                      generated=[generated_count(net) for net in networks])
 
 
 def precision_job(job: dict[str, Any]) -> PrecisionPoint:
@@ -130,7 +177,8 @@ def separation_job(job: dict[str, Any]) -> SeparationRow:
 
 #: Every job kind: `job["kind"]` -> the function that runs it.
 JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job,
-        "separation": separation_job, "capacity": capacity.point_job, "train": trained.train_job,
+        "separation": separation_job, "positive side": positive_side_job, "depth": depth_job,
+        "capacity": capacity.point_job, "train": trained.train_job,
         "replay_network": trained.replay_network_job, "replay_capacity": trained.replay_capacity_job}
 
 

@@ -26,13 +26,20 @@ from witness.tasks import task_from_params
 COMPOSITION_CONSTRUCTIONS = (("composition", 1), ("composition_hybrid", 1), ("composition_hybrid_small_table", 2))
 #: The 2-Sum constructions, and the parameters of the `two_sum` section each takes beyond the task's.
 TWO_SUM_CONSTRUCTIONS = (("two_sum", ()), ("two_sum_sparse", ("block", "k")))
+#: The positive sides beside each depth's (L+1)-layer decoder: chain of thought (two layers; one with pair tokens)
+#: and the encoder, each run on every input of the small family `positive_sides` names for that depth.
+POSITIVE_SIDES = ("composition_cot", "composition_cot_pairs", "composition_encoder")
+#: The depth plot's curves: the decoder and the positive sides, each compiled at the balanced family m = n_l = 2 of
+#: every plotted depth (the smallest where every query digit has two values).
+DEPTH_CURVES, DEPTH_FAMILY = ("composition", *POSITIVE_SIDES), 2
 #: The construction row each section's probes are compared with and the theorems are evaluated at: the (L+1)-layer
 #: composition network of each depth, and the one-layer full-attention 2-Sum network.
 COMPOSITION_REFERENCE, TWO_SUM_REFERENCE = "L{L}_composition", "two_sum"
 
 
 def first_jobs(config: Config, out: Path) -> list[dict[str, Any]]:
-    """Stage 1 jobs: the constructions (composition per L, 2-Sum), the p* sweep and the separations."""
+    """Stage 1 jobs: the constructions (composition per L, 2-Sum), the p* sweep, the separations, the positive sides
+    and the depth plot's curves."""
     jobs = []
     common = {"kind": "construction", "family": config.family, "semantics": config.semantics,
               "fallback_format": config.fallback_format, "out": str(out)}
@@ -54,6 +61,14 @@ def first_jobs(config: Config, out: Path) -> list[dict[str, Any]]:
                       "family": config.sweep_family, "semantics": semantics} for j in log2_ms]
     jobs += [{"kind": "separation", "name": f"separation L{L}", "L": L, "task": COMPOSITION,
               "construction": "composition", "out": str(out)} for L in config.separation]
+    jobs += [{**common, "kind": "positive side", "L": level.L, "task": COMPOSITION, "construction": name,
+              "name": f"L{level.L}_{name}", "params": level.params(),
+              "architecture": words.CONSTRUCTION_LABELS[name].format(**words.depth_names(level.L))}
+             for level in config.positive_sides for name in POSITIVE_SIDES]
+    if config.depths:
+        jobs += [{"kind": "depth", "name": f"depths {name}", "construction": name,
+                  "params": [{"L": L, "m": DEPTH_FAMILY, "n": [DEPTH_FAMILY] * (L - 1)} for L in config.depths]}
+                 for name in DEPTH_CURVES]
     return jobs
 
 
@@ -155,8 +170,9 @@ def bounds_questions(config: Config) -> dict[str, BoundsQuestion]:
 
 #: Seconds one worker takes for a job, measured on the 2-core machine (docs/benchmarks.md): the bar's estimate of
 #: the work ahead, never a limit. A replay check retrains stored material: it takes the seconds the store says.
-ESTIMATED_SECONDS = {"construction": 1.0, "precision": 1.0, "probe": 3.0, "capacity": 150.0,
-                     "train": {1: 20.0, 2: 55.0, 3: 300.0, None: 30.0}, "separation": {1: 2.0, 2: 1500.0},
+ESTIMATED_SECONDS = {"construction": 1.0, "precision": 1.0, "probe": 3.0, "capacity": 150.0, "depth": 0.5,
+                     "positive side": {1: 0.5, 2: 2.0, 3: 1.0},
+                     "train": {1: 20.0, 2: 55.0, 3: 300.0, None: 30.0}, "separation": {1: 2.0, 2: 20.0},
                      "separation recheck": {1: 1.0, 2: 25.0}}
 
 

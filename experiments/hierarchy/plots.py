@@ -1,5 +1,6 @@
-"""The plots of `witness hierarchy`, from the report's JSON object: p* against prompt length, and each row's outcome
-against its budget beside the budgets Theorem 1.1 covers. Each needs matplotlib, imported when drawn."""
+"""The plots of `witness hierarchy`, from the report's JSON object: p* against prompt length, each row's outcome
+against its budget beside the budgets Theorem 1.1 covers, and the positive sides' depth against L. Each needs
+matplotlib, imported when drawn."""
 
 from __future__ import annotations
 
@@ -192,5 +193,41 @@ def plot_outcomes(path: Path, rows: list[dict[str, Any]]):
         handles.append(Patch(color=COVERED_COLOUR, alpha=0.5,
                              label="budgets Theorem 1.1 covers: Hdp ≤ n^(2^-(4L+2)) at the row's prompt length n"))
     figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    figure.savefig(path, dpi=110)
+    return figure
+
+
+def plot_depths(path: Path, curves: list[dict[str, Any]]):
+    """Layers against L, one line per construction as compiled at each L (report.json's `depths`), each point
+    labelled with the tokens the network generates per input where it generates any. The curves are nudged apart
+    along x and their markers shrink in turn, so where several share a point (at L = 1 most have two layers) every
+    one stays visible. A construction without a network is not drawn (the report lists it as not available).
+    Returns the Figure."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    drawn = [curve for curve in curves if curve["L"]]
+    figure = Figure(figsize=(9, 4.8), layout="constrained")
+    axes = figure.subplots()
+    nudge = 0.12
+    for index, curve in enumerate(drawn):
+        shift = (index - (len(drawn) - 1) / 2) * nudge
+        x = [L + shift for L in curve["L"]]
+        colour = f"C{index}"
+        axes.plot(x, curve["layers"], marker="osD^v<>"[index % 7], color=colour, markersize=max(4.0, 9.0 - index),
+                  linestyle="-" if curve["causal"] else "--", label=curve["label"])
+        for L, layers, generated in zip(x, curve["layers"], curve["generated"]):
+            if generated:
+                axes.annotate(str(generated), (L, layers), xytext=(0, -13), textcoords="offset points",
+                              ha="center", fontsize=7, color=colour)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylim(0, max((max(curve["layers"]) for curve in drawn), default=1) + 1)
+    axes.set_xlabel("L (composition steps)")
+    axes.set_ylabel("layers of the compiled network")
+    axes.set_title("Depth against L: one pass (decoder, encoder) or a few layers and generated tokens")
+    axes.grid(True, alpha=0.3)
+    figure.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False, title_fontsize=8,
+                  title="construction (dashed: no causal mask); a number under a marker: tokens generated per input")
     figure.savefig(path, dpi=110)
     return figure

@@ -15,10 +15,13 @@ from experiments import capacity, capacity_report
 from experiments.hierarchy.config import COMPOSITION, TWO_SUM
 from experiments.hierarchy.evidence import (CANNOT_EXPRESS, CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN,
                                              UNTRAINED)
-from experiments.hierarchy.plots import plot_min_precision, plot_outcomes
-from experiments.hierarchy.rows import NOT_AVAILABLE, UNKNOWN, table_order
+from experiments.hierarchy.plan import COMPOSITION_REFERENCE, DEPTH_FAMILY
+from experiments.hierarchy.plots import plot_depths, plot_min_precision, plot_outcomes
+from experiments.hierarchy.rows import EXHAUSTIVE, NOT_AVAILABLE, UNKNOWN, table_order
+from experiments.hierarchy.words import ruled_out
+from witness.tasks import task_from_params
 
-PLOTS = ("plots/min_precision.png", "plots/outcomes.png")
+PLOTS = ("plots/min_precision.png", "plots/outcomes.png", "plots/depths.png")
 #: The output the executor gives where the largest logit is not unique (docs/conventions.md).
 TIE = -1
 #: How the summary names each task of the configuration.
@@ -92,6 +95,80 @@ def precision_table(points: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _family(params: dict[str, Any]) -> str:
+    return f"m = {params['m']}, n = {list(params['n'])}"
+
+
+def _inputs(count: int) -> str:
+    """A family's size: exact where it is short, else its order of magnitude (a certified family can be vast)."""
+    return f"{count:,}" if count < 10**7 else f"≈ {count:.2e}"
+
+
+def positive_sides_table(report: dict[str, Any]) -> list[str]:
+    """Per depth with positive sides: the certified (L+1)-layer decoder (its construction row), the chain-of-thought
+    and encoder rows, and the hybrid Theorem 1.1 rules out (named by its probe rows, which the tables above hold)."""
+    rows = {row["name"]: row for row in report["rows"]}
+    bounds = {item["L"]: item for item in report["bounds"] if item["task"] == COMPOSITION and "separation" not in item}
+    lines = ["| L | architecture | family | layers | generated tokens | H | d_head | d_model | d | p* (format) | Hdp "
+             "| inputs | verdict |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+
+    def line(L, architecture, family, layers, generated, budget, fmt, inputs, verdict):
+        b = budget or {}
+        cells = [_cell(b.get(key)) for key in ("H", "d_head", "d_model", "d")]
+        p = f"{b['p']} ({fmt})" if b.get("p") is not None else "—"
+        lines.append(f"| {L} | {architecture} | {family} | {_cell(layers)} | {_cell(generated)} | {' | '.join(cells)} "
+                     f"| {p} | {_cell(b.get('Hdp'))} | {inputs} | {verdict} |")
+
+    for L in sorted(dict.fromkeys(row["L"] for row in report["positive_sides"])):
+        decoder = rows.get(COMPOSITION_REFERENCE.format(L=L))
+        if decoder is not None:
+            certificate = f" (`{decoder['certificate']}`)" if decoder.get("certificate") else ""
+            line(L, decoder["architecture"], _family(decoder["params"]), (decoder.get("budget") or {}).get("n_layers"),
+                 0, decoder.get("budget"), decoder.get("format"),
+                 _inputs(task_from_params(COMPOSITION, decoder["params"]).count()),
+                 f"**{decoder['status']}**: {decoder['evidence']}{certificate}")
+        for row in (row for row in report["positive_sides"] if row["L"] == L):
+            line(L, row["architecture"], _family(row["params"]), row.get("layers"), row.get("generated"),
+                 row.get("budget"), row.get("format"), _inputs(row["inputs"]) if "inputs" in row else "—",
+                 f"**{row['status']}**: {row['evidence']}")
+        hybrids = [row for row in report["rows"] if row["name"].startswith(f"L{L}_hybrid_")]
+        if hybrids and L in bounds:
+            item, first = bounds[L], hybrids[0]
+            separation = rows.get(f"L{L}_separation")
+            probes = [f"{row['name']} ({row['status']}, {row['failing']} / {row['tried']})" for row in hybrids]
+            verdict = ruled_out(L, item["applies"]["theorem_1_1.applies"], item["n"], item["Hdp"],
+                                item["thresholds"]["theorem_1_1.min_n"],
+                                None if separation is None else separation["name"], probes)
+            line(L, first["architecture"], _family(first["params"]), first["budget"].get("n_layers"), 0,
+                 first["budget"], first["format"], "—", verdict)
+    return lines
+
+
+def positive_sides_section(report: dict[str, Any], depth_plot: list[str]) -> list[str]:
+    """The positive sides beside the decoder and the hybrid Theorem 1.1 rules out, and the depth plot."""
+    if not (report["positive_sides"] or report["depths"]):
+        return []
+    lines = ["## The positive sides: depth, generated tokens and budget", "",
+             "Three ways to solve L-step composition (CPW): the (L+1)-layer decoder in one pass; a constant-depth "
+             "decoder that generates a chain of thought, one hop per generated token (2 layers, or 1 layer whose "
+             "tokens carry pairs); and an encoder (no causal mask) that composes by pointer doubling. The decoder "
+             "row is the certified construction row above, at the configuration's family; the chain-of-thought and "
+             "encoder rows are at a small family, where every input is run at every format the p* search tries "
+             "(`witness min-precision NAME --method exhaustive`): a proof for that family, format and semantics, but "
+             "no certificate — the trusted checker does not know these constructions yet. Layers and generated "
+             "tokens are read from the compiled networks. Beside them, the hybrid Theorem 1.1 rules out, by its probe "
+             "rows.",
+             ""]
+    if report["positive_sides"]:
+        lines += [*positive_sides_table(report), ""]
+    if depth_plot:
+        depths = sorted({L for curve in report["depths"] for L in curve["L"]})
+        lines += [f"Layers against L = {depths[0]} … {depths[-1]}, each network compiled at m = n_l = {DEPTH_FAMILY} "
+                  "(the plot reads how many layers each has and how many tokens it generates; it checks no answer):",
+                  "", *depth_plot]
+    return lines
+
+
 def replay_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for row in sorted(rows, key=table_order):
@@ -114,6 +191,11 @@ def certificate_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [f"* `witness check-certificate {row['certificate']}" + (f" {row['network']}`" if row.get("network")
                                                                     else "`")
             for row in sorted(rows, key=table_order) if row.get("certificate")] or ["No row was certified."]
+
+
+def _span(values: list[int]) -> str:
+    """The range of sorted values, or the one value they all are."""
+    return str(values[0]) if values[0] == values[-1] else f"{values[0]}–{values[-1]}"
 
 
 def _count(n: int, word: str) -> str:
@@ -141,12 +223,22 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     bits = sorted(row["budget"]["p"] for row in constructions)
     lines = [f"* **Proven** (a certificate for every input; `witness check-certificate` re-checks it, commands "
              f"below): {_count(len(constructions), 'construction')} ({_proven_words(constructions) or 'none'}) at "
-             f"their minimal precision p* ({bits[0]}–{bits[-1]} bits, {', '.join(semantics)} semantics)"
+             f"their minimal precision p* ({_span(bits)} bits, {', '.join(semantics)} semantics)"
              * bool(constructions)
              + ("* **Proven**: nothing certified" if not constructions else "")
              + "".join(f"; the separation at the theorem's own scale, L = {row['L']} (log2 n = "
                        f"{row['prompt_length_log2']}, Hdp {row['budget']['Hdp']:,}, {row['semantics']})"
                        for row in separations) + "."]
+    verified = [row for row in report["positive_sides"] if row["status"] == EXHAUSTIVE]
+    if report["positive_sides"]:
+        bits = sorted(row["budget"]["p"] for row in verified)
+        others = len(report["positive_sides"]) - len(verified)
+        lines.append("* **Verified by running every input** (exhaustive, small families; no certificate): "
+                     + (f"{_count(len(verified), 'positive side')} (chain of thought and encoder at L = "
+                        f"{', '.join(map(str, sorted({row['L'] for row in verified})))}) at their p* "
+                        f"({_span(bits)} bits, {', '.join(sorted({row['semantics'] for row in verified}))} semantics)"
+                        if verified else "no positive side")
+                     + (f"; {others} not verified or not available (their table says why)" if others else "") + ".")
     if not (of[EVIDENCE] or of[NO_EVIDENCE] or of[CANNOT_EXPRESS] or of[CONTROL]):
         lines.append("* **Evidence** from trained probes: none; this configuration trains no probe.")
     elif of[EVIDENCE]:
@@ -234,13 +326,19 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
     try:
         plot_min_precision(out / PLOTS[0], report["precision"])
         plot_outcomes(out / PLOTS[1], rows)
-        drawn = list(PLOTS)
+        drawn = list(PLOTS[:2])
         plots = [f"![p* against log2 n]({PLOTS[0]})"]
         outcome_plot = [f"![outcome against budget]({PLOTS[1]})", ""]
+        depth_plot = []
+        if report["depths"]:
+            plot_depths(out / PLOTS[2], report["depths"])
+            drawn.append(PLOTS[2])
+            depth_plot = [f"![layers against L]({PLOTS[2]})", ""]
     except ImportError:
-        drawn, outcome_plot = [], []
+        drawn, outcome_plot, depth_plot = [], [], []
         plots = ["Plots not drawn: they need matplotlib (`pip install -e '.[plots]'`)."]
-    missing = sorted({row["name"] for row in rows if row["status"] == NOT_AVAILABLE})
+    missing = sorted({row["name"] for row in rows + report["positive_sides"] if row["status"] == NOT_AVAILABLE}
+                     | {curve["construction"] for curve in report["depths"] if curve.get("missing")})
     curve = []
     if "capacity" in report:
         source = report["capacity"].get("replayed_from")
@@ -286,6 +384,7 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         f"inputs to share a state only where N·log2 N > C: {forced_text(rows)}.",
         "",
         *outcome_plot,
+        *positive_sides_section(report, depth_plot),
         *curve,
         "## Untrained weights: failures that say nothing about the architecture",
         "",

@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 from experiments.rows import Row, optional
 
-#: Row statuses. Only CERTIFIED is a statement about every input.
-CERTIFIED, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
-    "certified", "unknown", "failures found", "none found", "not available")
+#: Row statuses. Only CERTIFIED and EXHAUSTIVE are statements about every input: CERTIFIED by a certificate the
+#: trusted checker re-derives, EXHAUSTIVE by running every input of a small family (no certificate).
+CERTIFIED, EXHAUSTIVE, UNKNOWN, FAILURES, NONE_FOUND, NOT_AVAILABLE = (
+    "certified", "verified (exhaustive)", "unknown", "failures found", "none found", "not available")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,11 +32,11 @@ class OfConstruction(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConstructionRow(OfConstruction):
-    """A construction compiled, its p* found by certify and certified there (stage 1). A construction that is not
-    installed has neither n_ctx, p* search, format nor budget; one certify could not prove has no certificate."""
+class Compiled(OfConstruction):
+    """The fields of a construction compiled and its p* searched: its network file, certificate (where there is
+    one), context, the p* search, status, format, budget and verdict. A construction that is not installed has
+    neither n_ctx, p* search, format nor budget."""
 
-    STAGE: ClassVar[str] = "construction"
     network: str | None = None
     certificate: str | None = None
     n_ctx: int | None = optional()
@@ -44,6 +45,14 @@ class ConstructionRow(OfConstruction):
     format: str | None = optional()
     budget: dict[str, Any] | None = optional()
     evidence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstructionRow(Compiled):
+    """A construction compiled, its p* found by certify and certified there (stage 1); one certify could not prove
+    has no certificate."""
+
+    STAGE: ClassVar[str] = "construction"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +75,34 @@ class SeparationRow(OfConstruction):
     cpw_covered: bool
     evidence: str
     replayed_from: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class PositiveSideRow(Compiled):
+    """A positive side of the hierarchy (chain of thought, the encoder) at a small family: compiled, its p* found by
+    running every input at each format (`verify.precision` with the exhaustive checker), saved. `layers` and
+    `generated` (tokens generated per input; 0 for one pass) are read from the compiled network, `inputs` is the
+    family's size. Verified rows have a format and budget; no row has a certificate (the checker does not know these
+    constructions), and one that is not installed has none of the compiled fields."""
+
+    STAGE: ClassVar[str] = "positive side"
+    layers: int | None = optional()
+    generated: int | None = optional()
+    inputs: int | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DepthCurve(Row):
+    """One construction compiled at each depth of the depth plot: its layer count and the tokens it generates per
+    input, read from each compiled network. Empty where the construction is not installed (`missing` says so)."""
+
+    construction: str
+    label: str
+    causal: bool | None
+    L: list[int]
+    layers: list[int]
+    generated: list[int]
+    missing: str | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

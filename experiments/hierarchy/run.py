@@ -20,7 +20,8 @@ import experiments.hierarchy.report as written
 from experiments.hierarchy.config import Config
 from experiments.hierarchy.evidence import category_of, judge_against_controls
 from experiments.hierarchy.jobs import run_job
-from experiments.hierarchy.rows import BoundsRow, ConstructionRow, OutcomeRow, PrecisionPoint, ProbeRow, SeparationRow
+from experiments.hierarchy.rows import (BoundsRow, ConstructionRow, DepthCurve, OutcomeRow, PositiveSideRow,
+                                        PrecisionPoint, ProbeRow, SeparationRow)
 from lab.sweep import Engine, sweep
 from verify import theorems as theorem_bounds
 from witness.progress import RunBar
@@ -86,7 +87,8 @@ def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store:
                       + plan.capacity_jobs(config))
     report: dict[str, Any] = {
         "complete": False, "quick": quick, "config": config.to_json(), "engine": engine.describe(),
-        "rows": [], "precision": [], "bounds": [], "seconds": {}, "finished_stages": [],
+        "rows": [], "precision": [], "bounds": [], "positive_sides": [], "depths": [], "seconds": {},
+        "finished_stages": [],
         "trained": {"mode": "replayed" if store is not None else ("trained here" if learned or curve_spec else
                                                                   "none"),
                     "store": None if store is None else store.display(trained.STORE), "checks": []}}
@@ -123,6 +125,8 @@ def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store:
             trained.write(out, entries, {"spec": curve_spec, "rows": curve_rows} if curve_spec else None)
         rows = constructions + of_type(done, SeparationRow) + judge_against_controls(searched)
         report["precision"] = [point.to_json() for point in of_type(done, PrecisionPoint)]
+        report["positive_sides"] = [row.to_json() for row in of_type(done, PositiveSideRow)]
+        report["depths"] = [curve.to_json() for curve in of_type(done, DepthCurve)]
         report["trained"]["checks"] = [check.to_json() for check in of_type(done, trained.ReplayCheck)]
         report["rows"] = [{**row.to_json(), "category": category_of(row)} for row in rows]
         if curve_spec is not None:

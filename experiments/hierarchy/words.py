@@ -11,13 +11,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from experiments.hierarchy.rows import ProbeRow
 
-#: How each construction of stage 1 is named in the tables ({L}, {L1} = L + 1 and {Lm1} = L - 1 are its depth).
+#: How each construction of stage 1 and each positive side is named in the tables ({L}, {L1} = L + 1 and
+#: {Lm1} = L - 1 are its depth).
 CONSTRUCTION_LABELS = {
     "composition": "{L1} full attention layers (construction)",
     "composition_hybrid": "{L} full + 1 linear (construction)",
     "composition_hybrid_small_table": "linear, then {Lm1} full (small-table construction)",
     "two_sum": "1 full attention layer (construction)",
     "two_sum_sparse": "1 (B,k)-sparse layer, rich summaries (construction)",
+    "composition_cot": "decoder + chain of thought, a value token per hop (construction)",
+    "composition_cot_pairs": "decoder + chain of thought, an (address, value) token per hop (construction)",
+    "composition_encoder": "encoder (no causal mask), pointer doubling (construction)",
+}
+#: How the depth plot names each positive side (its layers and generated tokens are read from the networks).
+DEPTH_LABELS = {
+    "composition": "decoder, one pass (composition)",
+    "composition_cot": "decoder + chain of thought (composition_cot)",
+    "composition_cot_pairs": "decoder + chain of (address, value) tokens (composition_cot_pairs)",
+    "composition_encoder": "encoder, one pass (composition_encoder)",
 }
 #: How each probed architecture is named (its depth as above, and its own options: {linear}, {mixer}, {block}, {k}).
 PROBE_LABELS = {
@@ -46,6 +57,39 @@ def not_certified(family: str, semantics: str, reason: str) -> str:
 def certified(inputs_log2: int, p: int, verified_below: int, splits_below: int) -> str:
     return (f"every input (2^{inputs_log2} inputs) at p* = {p}; at {p - 1} bits {verified_below} of {splits_below} "
             "splits verified")
+
+
+def verified_exhaustively(inputs: int, fmt: str, semantics: str, family: str, p: int, generated: int, below: int,
+                          unrunnable: int) -> str:
+    """An exhaustive p* search's verdict: every input run at p*, and every split of fewer bits (`below` of them at
+    p - 1, besides `unrunnable` ones the semantics cannot run) failing on some input."""
+    chain = ("; the generated token of each input checked" if generated == 1 else
+             f"; all {generated} generated tokens of each input checked, not only the last" if generated else "")
+    skipped = f" ({unrunnable} not runnable under {semantics})" if unrunnable else ""
+    return (f"verified on every input (exhaustive, {inputs} inputs, {fmt} {semantics}){chain}; every runnable {family} "
+            f"format of fewer bits fails on some input ({below} tried at {p - 1} bits{skipped}); no certificate: the "
+            "trusted checker does not know this construction")
+
+
+def not_verified_exhaustively(family: str, semantics: str, max_bits: int, tried: int) -> str:
+    return (f"no {family} format of at most {max_bits} bits answers every input under {semantics}: each of the "
+            f"{tried} formats run on every input failed on some")
+
+
+def ruled_out(L: int, covered: bool, n: int | str, Hdp: int, smallest_n: str, separation: str | None,
+              probes: list[str]) -> str:
+    """The hybrid Theorem 1.1 rules out beside the positive sides of depth L: whether the theorem covers the
+    decoder's budget at its prompt length (and the separation row where it does at the theorem's own scale), and
+    the probe rows (searches, not proofs) that ran the hybrid at the decoder's budget."""
+    if covered:
+        theorem = f"Theorem 1.1 rules out L − 1 = {L - 1} full layers plus linear layers at Hdp = {Hdp}, n = {n}"
+    else:
+        theorem = (f"ruled out by Theorem 1.1 only for large n: at n = {n} it does not cover Hdp = {Hdp} (it does "
+                   f"from n {smallest_n})")
+    if separation is not None:
+        theorem += f"; at the theorem's own scale it does: row {separation}"
+    return theorem + ("; searched at the decoder's budget and p* format in rows " + ", ".join(probes) + " (a "
+                      "search of one network each, not a proof)" if probes else "; no probe row at this depth")
 
 
 def probe_evidence(weights: str, fmt: str, failing: int, tried: int, kept: int, pairs: int,

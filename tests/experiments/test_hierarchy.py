@@ -73,8 +73,26 @@ def test_report_covers_every_level_and_writes_its_files(report):
         assert row["architecture"] in text
     for plot in payload["plots"]:
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(payload["plots"]) == 3 and "plots/capacity.png" in payload["plots"]
+    assert len(payload["plots"]) == 4 and {"plots/capacity.png", "plots/depths.png"} <= set(payload["plots"])
     assert {item["task"] for item in payload["bounds"]} >= {"composition"}
+
+
+def test_every_positive_side_is_verified_by_running_every_input_and_stands_beside_its_decoder(report):
+    out, payload = report
+    levels = load_config(quick=True).positive_sides
+    sides = payload["positive_sides"]
+    assert sorted((row["L"], row["construction"]) for row in sides) == sorted(
+        (level.L, name) for level in levels for name in ("composition_cot", "composition_cot_pairs",
+                                                          "composition_encoder"))
+    section = (out / "report.md").read_text().split("## The positive sides", 1)[1].split("\n## ", 1)[0]
+    for row in sides:
+        assert row["status"] == "verified (exhaustive)" and row["certificate"] is None
+        assert row["layers"] == len(load(out / row["network"]).layers)
+        assert f"verified on every input (exhaustive, {row['inputs']} inputs, {row['format']} strict)" in section
+    for level in levels:
+        assert f"| {level.L} | {level.L + 1} full attention layers (construction) |" in section
+        assert f"L{level.L}_hybrid_random_s0 (" in section
+    assert "![layers against L](plots/depths.png)" in section
 
 
 def test_every_certified_row_is_rechecked_from_its_certificate(report):
@@ -183,7 +201,7 @@ def test_the_report_leads_with_a_summary_that_keeps_proof_and_evidence_apart(rep
 
 def test_every_row_of_report_json_reads_back_into_its_type_and_writes_the_same_json(report):
     _, payload = report
-    from experiments.hierarchy.rows import BoundsRow, PrecisionPoint
+    from experiments.hierarchy.rows import BoundsRow, DepthCurve, PositiveSideRow, PrecisionPoint
 
     for data in payload["rows"]:
         row = outcome_row_from_json(data)
@@ -193,6 +211,10 @@ def test_every_row_of_report_json_reads_back_into_its_type_and_writes_the_same_j
         assert PrecisionPoint.from_json(data).to_json() == data
     for data in payload["bounds"]:
         assert list(BoundsRow.from_json(data).to_json().items()) == list(data.items())
+    for data in payload["positive_sides"]:
+        assert list(PositiveSideRow.from_json(data).to_json().items()) == list(data.items())
+    for data in payload["depths"]:
+        assert DepthCurve.from_json(data).to_json() == data
 
 
 def test_a_row_writes_no_key_for_a_value_it_never_had():
