@@ -11,7 +11,8 @@ three modules hold the same weights:
 
   plain     the baseline: `PlainNetwork` below, what a practitioner writes (nn.Linear projections, fused q/k/v;
             attention by torch.softmax over the causally masked scores, DeltaNet by the chunked WY delta rule of
-            Yang et al. 2024), with no IR behind it, trained by torch.optim.AdamW with its defaults;
+            Yang et al. 2024), with no IR behind it, trained by torch.optim.AdamW on its multi-tensor path
+            (`foreach=True`; torch's CPU default is the slower single-tensor loop), as issue 30 sets the bar;
   witness   `lab.train.training_module(network)` (the module `lab.train.train` trains: `lab.torch.to_module`'s
             parallel forms, softmax by torch.softmax), trained by `lab.train.training_step` and
             `lab.train.optimiser_for`: exactly the trainer's step;
@@ -123,8 +124,8 @@ class PlainNetwork(nn.Module):
 
 def plain_steps(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, steps: int):
     """A function running `steps` plain training steps (forward, loss at the last position, backward, clipping,
-    AdamW with torch's defaults)."""
-    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    multi-tensor AdamW)."""
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 
     def run() -> None:
         for _ in range(steps):

@@ -12,6 +12,7 @@ from pathlib import Path
 from cli.common import (EXIT_FALSIFIED, Parser, add_output_options, check_output_file, emit, one_or_each,
                         with_meaning)
 from cli.options import add_task_options, task_from_args
+from lab.rates import DEVICES
 from verify.defaults import PAIR_PREFIXES, SEARCH_SAMPLES
 from witness.arith import Arithmetic, arithmetic, parse_format
 from witness.arith.formats import FORMAT_SYNTAX
@@ -67,7 +68,7 @@ def cmd_search_hybrid(args: argparse.Namespace) -> int:
                            linear_per_gap=one_or_each(args.linear_per_gap), mixer=args.mixer, H=args.H,
                            d_head=args.d_head, d_model=args.d_model, arith=search_arithmetic(args),
                            weights=args.weights, seed=args.seed, save_network=args.save_network,
-                           samples=args.samples, pair_prefixes=args.pair_prefixes)
+                           samples=args.samples, pair_prefixes=args.pair_prefixes, device=args.device)
     return emit_search(args, report)
 
 
@@ -78,7 +79,7 @@ def cmd_search_full(args: argparse.Namespace) -> int:
     report = search_full(task_from_args(args), layers=args.layers, H=args.H, d_head=args.d_head,
                          d_model=args.d_model, arith=search_arithmetic(args), weights=args.weights, seed=args.seed,
                          save_network=args.save_network, samples=args.samples,
-                         pair_prefixes=args.pair_prefixes)
+                         pair_prefixes=args.pair_prefixes, device=args.device)
     return emit_search(args, report)
 
 
@@ -88,7 +89,7 @@ def cmd_search_sparse(args: argparse.Namespace) -> int:
     check_search_outputs(args)
     report = search_sparse(task_from_args(args), block=args.block, k=args.k, H=args.H, d_head=args.d_head,
                            d_model=args.d_model, arith=search_arithmetic(args), weights=args.weights,
-                           seed=args.seed, save_network=args.save_network)
+                           seed=args.seed, save_network=args.save_network, device=args.device)
     return emit_search(args, report)
 
 
@@ -107,6 +108,9 @@ def search_command(searches, name: str, handler, help_text: str, task: str) -> a
     parser.add_argument("--weights", default="random", metavar="random|trained|FILE",
                         help="seeded random weights, the shared trainer's best of several seeds, or a saved network")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="with --weights trained: where the torch module trains (default cpu; cuda where torch "
+                             "sees a GPU)")
     parser.add_argument("--save-network", metavar="FILE", help="write the searched network here (replay findings "
                                                                "with `witness run FILE --tokens ...`)")
     add_task_options(parser, record_of(task))

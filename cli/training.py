@@ -11,15 +11,18 @@ from cli.common import (CliError, add_command, add_engine_options, check_output_
                         one_or_each)
 from cli.options import add_task_commands, task_from_args
 from lab.architectures import KINDS
-from lab.rates import SWEEP_FRACTION, sweep_steps
+from lab.rates import DEVICES, SWEEP_FRACTION, sweep_steps
 from witness.arith.semantics import SEMANTICS
 
 
-def add_hop_weight_option(parser: argparse.ArgumentParser) -> None:
+def add_training_options(parser: argparse.ArgumentParser) -> None:
     """Shared by `train` and `capacity`: both train with lab.train.train."""
     parser.add_argument("--hop-weight", type=float,
                         help="weight of the intermediate-hop targets, for tasks that have them (default "
                              "lab.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="where the torch module trains (default cpu; cuda where torch sees a GPU, with other "
+                             "weights than cpu's: its kernels round otherwise); accuracy is measured on the CPU")
 
 
 # -- train --------------------------------------------------------------------------------------------------
@@ -37,7 +40,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         args.arch, task, H=args.H, d_head=args.d_head, d_model=args.d_model, mlp_ratio=args.mlp_ratio,
         layers=args.layers, full_layers=args.full_layers, mixer=args.mixer, block=args.block, k=args.k,
         linear_per_gap=None if args.linear_per_gap is None else one_or_each(args.linear_per_gap))
-    options = {"batch_size": args.batch_size, "warmup": args.warmup, "hop_weight": args.hop_weight}
+    options = {"batch_size": args.batch_size, "warmup": args.warmup, "hop_weight": args.hop_weight,
+               "device": args.device}
     steps = train.DEFAULT_STEPS if args.steps is None else args.steps
     sweep, lr = None, args.lr if args.lr is not None else train.DEFAULT_LR
     if args.lr_sweep:
@@ -87,7 +91,7 @@ def add_train_options(cmd: argparse.ArgumentParser) -> None:
                           "validation stream")
     cmd.add_argument("--batch-size", type=int, default=64)
     cmd.add_argument("--warmup", type=int, help="warm-up steps (default steps / 20)")
-    add_hop_weight_option(cmd)
+    add_training_options(cmd)
     cmd.add_argument("-o", "--output", required=True, help="where to write the trained network")
 
 
@@ -118,7 +122,12 @@ def cmd_capacity(args: argparse.Namespace) -> None:
                                  seeds=tuple(range(args.seeds)), steps=args.steps, lr=args.lr,
                                  mixers=tuple(args.mixers), linear_per_gap=args.linear_per_gap,
                                  eval_inputs=args.eval_inputs, hop_weight=args.hop_weight, mlp_ratio=args.mlp_ratio,
-                                 d_heads=tuple(args.d_heads or ()), lr_sweep=tuple(args.lr_sweep or ()))
+                                 d_heads=tuple(args.d_heads or ()), lr_sweep=tuple(args.lr_sweep or ()),
+                                 judge_formats=tuple(args.judge_formats or ()), device=args.device)
+    if args.device != "cpu":  # refused here, in one line, rather than in every job
+        from lab.step import training_device
+
+        training_device(args.device)
     stored = []
     for folder in args.reuse or ():
         source = Path(folder) / "capacity.json"
@@ -148,6 +157,9 @@ def add_capacity(commands) -> None:
                           "d is max(d_head, ceil(d_model / H)) (default: --d-head alone)")
     cmd.add_argument("--d-model", type=int, default=32)
     cmd.add_argument("--format", default="fp16", metavar="FMT", help="the format accuracy is measured at")
+    cmd.add_argument("--judge-formats", nargs="+", metavar="FMT",
+                     help="also measure every row at these formats, and judge each point at the one of fewest bits "
+                          "at which its control learned on every seed (e.g. the construction's p* and a few above)")
     cmd.add_argument("--semantics", default="strict", choices=SEMANTICS)
     cmd.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     cmd.add_argument("--steps", type=int, default=3000)
@@ -161,7 +173,7 @@ def add_capacity(commands) -> None:
     cmd.add_argument("--mixers", nargs="+", default=["deltanet", "gla"], help="recurrent mixers of the hybrids")
     cmd.add_argument("--linear-per-gap", type=int, default=1)
     cmd.add_argument("--eval-inputs", type=int, default=2048)
-    add_hop_weight_option(cmd)
+    add_training_options(cmd)
     cmd.add_argument("--out", required=True, metavar="DIR")
     cmd.add_argument("--reuse", nargs="+", metavar="DIR",
                      help="keep these curves' rows at the requested sizes (same protocol; from each, one row is "

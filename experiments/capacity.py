@@ -39,7 +39,7 @@ import numpy as np
 
 from experiments.rows import Row, optional
 from lab.architectures import cannot_express, full_architecture, hybrid_architecture
-from lab.rates import check_rate, sweep_steps
+from lab.rates import check_device_name, check_rate, sweep_steps
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
 from witness.errors import ParameterError
@@ -64,7 +64,12 @@ class CapacitySpec:
     `lr_sweep`: empty, every point trains at `lr`; else each (N, architecture, d_head, seed) first trains
     `lab.rates.sweep_steps` steps at each of these rates and keeps the one `lab.train.sweep_lr` chooses on its
     validation stream. `mlp_ratio`: an MLP of width mlp_ratio x d_model after every layer of every architecture (0:
-    none)."""
+    none). `judge_formats`: further formats every row is measured at (the same held-out inputs, the same
+    semantics), so that each point can be judged at the smallest format at which its control learned on every
+    seed (`summarise`): a control trained in float32 may not survive the format of the curve, and a fall is
+    evidence only at a format where the control stands. `device`: where every point trains ("cpu", or "cuda",
+    whose kernels round otherwise, so its weights differ from the CPU's and a curve is extended only on the device
+    it trained on)."""
 
     L: int = 1
     sizes: tuple[int, ...] = (8, 16, 32, 48, 64)
@@ -83,9 +88,12 @@ class CapacitySpec:
     mlp_ratio: int = 0
     d_heads: tuple[int, ...] = ()
     lr_sweep: tuple[float, ...] = ()
+    judge_formats: tuple[str, ...] = ()
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_int("L", self.L, 1)
+        check_device_name(self.device)
         for name in ("H", "d_head", "d_model", "steps", "linear_per_gap", "eval_inputs"):
             check_int(name, getattr(self, name), 1)
         check_int("mlp_ratio", self.mlp_ratio, 0)
@@ -110,7 +118,11 @@ class CapacitySpec:
         unknown = sorted(set(self.mixers) - kinds)
         if unknown:
             raise ParameterError(f"mixers {unknown} are not recurrent kinds ({sorted(kinds)})")
-        arithmetic(parse_format(self.format), self.semantics)  # a format the semantics can run
+        object.__setattr__(self, "judge_formats", distinct("judge_formats", map(str, self.judge_formats)))
+        for name in (self.format, *self.judge_formats):
+            arithmetic(parse_format(name), self.semantics)  # a format the semantics can run
+        if parse_format(self.format).name in {parse_format(name).name for name in self.judge_formats}:
+            raise ParameterError(f"judge_formats lists {self.format}, the format every row is measured at anyway")
 
     def budget_d(self, d_head: int) -> int:
         """The budget's d (`witness.budget.Budget.d`) of this spec's architectures at head width `d_head`."""
@@ -143,7 +155,7 @@ def distinct(name: str, values: Iterable[Any]) -> tuple[Any, ...]:
     values = tuple(values)
     twice = sorted({value for value in values if values.count(value) > 1})
     if twice:
-        raise ParameterError(f"{name} lists {', '.join(f'{value:g}' for value in twice)} more than once")
+        raise ParameterError(f"{name} lists {', '.join(map(str, twice))} more than once")
     return values
 
 
@@ -179,6 +191,7 @@ class CapacityPoint(Row):
     budget: dict[str, Any]
     expressive: bool | None = optional()
     why: str | None = optional()
+    accuracy_at: dict[str, float] | None = optional()
 
 
 def point_job(job: dict[str, Any]) -> CapacityPoint:
@@ -194,15 +207,17 @@ def point_job(job: dict[str, Any]) -> CapacityPoint:
     sweep, lr = None, spec.lr
     if spec.lr_sweep:
         sweep = train.sweep_lr(architecture, task, steps=sweep_steps(spec.steps), seed=job["seed"],
-                               lrs=spec.lr_sweep, hop_weight=spec.hop_weight)
+                               lrs=spec.lr_sweep, hop_weight=spec.hop_weight, device=spec.device)
         lr = sweep.lr
     network, report = train.train(architecture, task, steps=spec.steps, seed=job["seed"], lr=lr,
-                                  hop_weight=spec.hop_weight)
+                                  hop_weight=spec.hop_weight, device=spec.device)
     tokens = task.random_tokens(np.random.default_rng([job["seed"], 3]), spec.eval_inputs)
     fmt = parse_format(spec.format)
     table = task.domain_sizes[-1]
     cost = budget(network, fmt.bits)
     why = cannot_express(architecture, task)
+    judged = {name: train.accuracy(network, tokens, arithmetic(parse_format(name), spec.semantics))
+              for name in spec.judge_formats}
     return CapacityPoint(size=job["size"], architecture=job["architecture"], d_head=d_head, seed=job["seed"],
                          params=task.params(), layers=[spec_.mixer for spec_ in architecture.layers],
                          mlp_ratio=spec.mlp_ratio,
@@ -211,7 +226,8 @@ def point_job(job: dict[str, Any]) -> CapacityPoint:
                          hop_weight=report.hop_weight, eval_inputs=spec.eval_inputs, steps=report.steps, lr=report.lr,
                          lr_sweep=None if sweep is None else sweep.as_dict(), final_loss=report.final_loss,
                          seconds=round(report.seconds, 2), table_bits=table * math.log2(table),
-                         budget=cost.as_dict(), expressive=False if why else None, why=why)
+                         budget=cost.as_dict(), expressive=False if why else None, why=why,
+                         accuracy_at=judged or None)
 
 
 def with_old_protocol(spec: CapacitySpec, row: dict[str, Any]) -> dict[str, Any]:
@@ -285,14 +301,18 @@ def replay_differences(replay: CapacityPoint, stored: dict[str, Any]) -> list[st
 
 
 def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
-    """The spec as JSON. `d_heads` and `lr_sweep` are left out where they hold the protocol of the curves stored
-    before they existed (`d_head` alone, no sweep): such a curve's stored spec, which lacks them, is then the same
-    dict as today's spec of its protocol, which is how the hierarchy's replay (`experiments.trained`) matches it."""
+    """The spec as JSON. `d_heads`, `lr_sweep`, `judge_formats` and `device` are left out where they hold the
+    protocol of the curves stored before they existed (`d_head` alone, no sweep, no further formats, the CPU): such a
+    curve's stored spec, which lacks them, is then the same dict as today's spec of its protocol, which is how the
+    hierarchy's replay (`experiments.trained`) matches it."""
     plain = {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
     if spec.d_heads == (spec.d_head,):
         del plain["d_heads"]
-    if not spec.lr_sweep:
-        del plain["lr_sweep"]
+    for field in ("lr_sweep", "judge_formats"):
+        if not getattr(spec, field):
+            del plain[field]
+    if spec.device == "cpu":
+        del plain["device"]
     return plain
 
 
@@ -329,7 +349,45 @@ def summarise(spec: CapacitySpec, rows: list[dict[str, Any]]) -> list[dict[str, 
                     and entry["mean"] < LEARNED}
     for entry in out:
         entry["fell_below_c"] = (entry["architecture"], entry["d_head"]) in fell_below_c
+    if spec.judge_formats:
+        judge(spec, rows, out)
     return out
 
 
-__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "point_job", "with_old_protocol", "LEARNED", "CONTROL"]
+def judge(spec: CapacitySpec, rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> None:
+    """Give every summary entry `judged`: its accuracies (mean, min, max over seeds) and C at the format of fewest
+    bits (the curve's or a judge format; the first listed among equals) at which the control of its (size, d_head)
+    learned on every seed, its minimum at least LEARNED -- None where it learned at none. C is state numbers times
+    that format's bits. `fell_below_c` is recomputed there: an architecture fell below C at its judged formats if,
+    at some size, it fell where its C held the table."""
+    formats = sorted((spec.format, *spec.judge_formats), key=lambda name: parse_format(name).bits)
+
+    def at(row: dict[str, Any], name: str) -> float:
+        return row["accuracy"] if name == spec.format else row["accuracy_at"][name]
+
+    def points(entry: dict[str, Any], architecture: str) -> list[dict[str, Any]]:
+        return [row for row in rows if row["size"] == entry["size"] and row["d_head"] == entry["d_head"]
+                and row["architecture"] == architecture]
+
+    for entry in summary:
+        controls = points(entry, CONTROL)
+        chosen = next((name for name in formats if min(at(row, name) for row in controls) >= LEARNED), None)
+        if chosen is None:
+            entry["judged"] = None
+            continue
+        accuracies = [at(row, chosen) for row in points(entry, entry["architecture"])]
+        bits = parse_format(chosen).bits
+        state_bits = entry["state_bits"] // entry["budget"]["p"] * bits
+        entry["judged"] = {"format": chosen, "bits": bits, "mean": sum(accuracies) / len(accuracies),
+                           "min": min(accuracies), "max": max(accuracies), "state_bits": state_bits,
+                           "Hdp": entry["budget"]["H"] * entry["budget"]["d"] * bits,
+                           "ratio": entry["table_bits"] / state_bits if state_bits else None}
+    fell = {(entry["architecture"], entry["d_head"]) for entry in summary if entry["judged"]
+            and entry["judged"]["ratio"] is not None and entry["judged"]["ratio"] <= 1
+            and entry["judged"]["mean"] < LEARNED}
+    for entry in summary:
+        if entry["judged"]:
+            entry["judged"]["fell_below_c"] = (entry["architecture"], entry["d_head"]) in fell
+
+
+__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "judge", "point_job", "with_old_protocol", "LEARNED", "CONTROL"]

@@ -104,16 +104,16 @@ def plot(curve: dict[str, Any], path: str | Path):
     names = list(dict.fromkeys(e["architecture"] for e in entries if e["state_bits"]))
     figure = Figure(figsize=(4.2 * len(names), 3.8), layout="constrained")
     axes = figure.subplots(1, len(names), squeeze=False)[0]
+    d_heads = sorted({e["d_head"] for e in entries})
     for ax, name in zip(axes, names):
-        for d_head in sorted({e["d_head"] for e in entries}):
+        for d_head in d_heads:
             for arch, style in ((CONTROL, {"color": "0.6", "linestyle": ":", "marker": "."}), (name, {"marker": "o"})):
                 points = sorted((e["size"], e["mean"], e["min"], e["max"]) for e in entries
                                 if e["architecture"] == arch and e["d_head"] == d_head)
                 x = [size / d_head for size, *_ in points]
                 mean = np.array([p[1] for p in points])
                 error = [mean - [p[2] for p in points], np.array([p[3] for p in points]) - mean]
-                label = f"d_head {d_head}" if arch == name else ("control (grey)" if d_head == min(
-                    e["d_head"] for e in entries) else None)
+                label = f"d_head {d_head}" if arch == name else ("control (grey)" if d_head == d_heads[0] else None)
                 ax.errorbar(x, mean, yerr=error, capsize=2, label=label, **style)
         ax.axhline(HALF, color="black", linewidth=0.8, linestyle="--")
         ax.set_xscale("log", base=2)

@@ -14,6 +14,7 @@ import numpy as np
 from experiments import capacity_law
 from experiments.capacity import CONTROL, LEARNED, CapacitySpec
 from lab.rates import sweep_steps
+from witness.arith import parse_format
 
 #: What a point of an architecture that cannot express the task (`lab.architectures.cannot_express`) says.
 CANNOT_EXPRESS = "cannot express the task (no weights answer every input): no evidence about training"
@@ -110,10 +111,37 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     if unable:
         lines += ["", "Architectures that cannot express the task, whatever their weights (their rows are no "
                       "evidence about training):", ""] + [f"* {name}: {why}." for name, why in unable.items()]
+    if spec.judge_formats:
+        lines += judged_table(spec, curve["summary"])
     lines += ["", "A fall of a trained architecture where the control learned shows that training at this budget "
               "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
               "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]
     return "\n".join(lines)
+
+
+def judged_table(spec: CapacitySpec, summary: list[dict[str, Any]]) -> list[str]:
+    """The curve judged at the smallest format at which each point's control learned on every seed
+    (`experiments.capacity.judge`), with C and Hdp at that format: the rows a reader may take as evidence."""
+    scanned = "d_head | " if len(spec.d_heads) > 1 else ""
+    formats = ", ".join(sorted((spec.format, *spec.judge_formats), key=lambda name: parse_format(name).bits))
+    lines = ["", f"Judged at the format of fewest bits among {formats} at which the control of the same N and "
+             f"d_head learned on every seed (each seed at least {LEARNED}), with C and Hdp at that format:", "",
+             f"| N | architecture | {scanned}format (p) | Hdp | C (state bits) | N·log2 N / C | accuracy mean "
+             "(min–max) | evidence |",
+             "|---:|---|" + "---:|" * scanned.count("|") + "---|---:|---:|---:|---|---|"]
+    for entry in summary:
+        judged = entry["judged"]
+        head = f"| {entry['size']} | {entry['architecture']} | " + (f"{entry['d_head']} | " if scanned else "")
+        if judged is None:
+            lines.append(head + "— | — | — | — | — | no evidence: the control learned on every seed at none of "
+                                "these formats |")
+            continue
+        ratio = f"{judged['ratio']:.3g}" if judged["ratio"] is not None else "—"
+        at_format = {**entry, **judged, "control_learned": True}
+        lines.append(head + f"{judged['format']} ({judged['bits']}) | {judged['Hdp']} | {judged['state_bits']} | "
+                     f"{ratio} | {judged['mean']:.3f} ({judged['min']:.3f}–{judged['max']:.3f}) | "
+                     f"{standing(at_format)} |")
+    return lines
 
 
 def plot(curve: dict[str, Any], path: str | Path):

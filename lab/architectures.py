@@ -28,6 +28,7 @@ from witness.ir import Network
 from witness.mixers import RECURRENT_MIXERS, BlockSparseAttention
 from witness.tasks import Composition
 from witness.tasks.base import check_int
+from lab.rates import check_device_name
 
 #: MLP width after each mixing layer, as a multiple of d_model (GPT-2's ratio).
 MLP_RATIO = 4
@@ -228,15 +229,23 @@ def _check_matches(loaded: Network, architecture, task, path: str) -> None:
                              f"d_model {wanted[3]}")
 
 
+def check_weights_device(weights: str, device: str) -> None:
+    """A ParameterError where `device` names somewhere other than the CPU for weights that do not train there (a
+    GPU asked for and silently unused would read as a GPU run)."""
+    if check_device_name(device) != "cpu" and weights != "trained":
+        raise ParameterError(f"device {device} is where trained weights train; {weights!r} weights are not trained")
+
+
 def network(architecture, task, weights: str = "random", seed: int = 0, train_seeds: int = TRAIN_SEEDS,
-            train_steps: int | None = None) -> tuple[Network, Weights]:
+            train_steps: int | None = None, device: str = "cpu") -> tuple[Network, Weights]:
     """The network to search: `weights` is `random`, `trained`, or a path to a saved network (.npz/.safetensors,
     e.g. written by `witness train`).
 
     Trained: seeds seed, seed+1, ... (`train_seeds` of them), each for exactly `train_steps` steps (None: the
-    trainer's default) with the trainer's defaults otherwise; the network with the best held-out accuracy is kept
-    (ties: the earlier seed)."""
+    trainer's default) on `device` (`lab.train.train`'s) with the trainer's defaults otherwise; the network with the
+    best held-out accuracy is kept (ties: the earlier seed)."""
     seed = check_int("seed", seed, 0)
+    check_weights_device(weights, device)
     if weights == "random":
         return architecture.initial_network(task, seed), Weights("random")
     if weights == "trained":
@@ -244,7 +253,7 @@ def network(architecture, task, weights: str = "random", seed: int = 0, train_se
         runs = []
         for s in range(seed, seed + check_int("train_seeds", train_seeds, 1)):
             steps = {} if train_steps is None else {"steps": train_steps}
-            runs.append(train.train(architecture, task, seed=s, **steps))
+            runs.append(train.train(architecture, task, seed=s, device=device, **steps))
         runs.sort(key=lambda run: -run[1].accuracy)  # stable: the earlier seed wins a tie
         return runs[0][0], Weights("trained", tuple(report.as_dict() for _, report in runs))
     loaded = load(weights)
@@ -253,5 +262,5 @@ def network(architecture, task, weights: str = "random", seed: int = 0, train_se
 
 
 __all__ = ["hybrid", "full", "hybrid_architecture", "full_architecture", "sparse_architecture", "architecture_of_kind",
-           "KINDS", "Kind", "network", "gap_lengths", "layer_kinds", "Weights", "MLP_RATIO", "cannot_express",
-           "ADDITIVE_READS"]
+           "KINDS", "Kind", "network", "check_weights_device", "gap_lengths", "layer_kinds", "Weights", "MLP_RATIO",
+           "cannot_express", "ADDITIVE_READS"]

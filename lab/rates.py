@@ -1,6 +1,7 @@
-"""The learning-rate rules that `lab.train`, `witness train` and `witness capacity` share, kept free of torch so that
-a curve's specification can be checked before anything trains: what a learning rate may be (`check_rate`) and how
-long each trial of a learning-rate sweep trains (`sweep_steps`)."""
+"""The training rules that `lab.train`, `witness train` and `witness capacity` share, kept free of torch so that a
+curve's specification can be checked before anything trains: what a learning rate may be (`check_rate`), how long
+each trial of a learning-rate sweep trains (`sweep_steps`) and which devices a run may name (`check_device_name`;
+whether the machine has one is `lab.step.training_device`'s to say)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from witness.errors import ParameterError
 #: A sweep's trial trains this fraction of the run it chooses the rate for: long enough to show which rate trains,
 #: at a quarter of a run's cost per rate.
 SWEEP_FRACTION = 4
+#: Where a run's torch module trains: the CPU (the default), or torch's current CUDA device.
+DEVICES = ("cpu", "cuda")
 
 
 def check_rate(name: str, rate: Any) -> float:
@@ -27,4 +30,11 @@ def sweep_steps(steps: int) -> int:
     return max(1, steps // SWEEP_FRACTION)
 
 
-__all__ = ["check_rate", "sweep_steps", "SWEEP_FRACTION"]
+def check_device_name(device: Any) -> str:
+    """`device` if it is one of DEVICES, else a ParameterError naming them."""
+    if device not in DEVICES:
+        raise ParameterError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return device
+
+
+__all__ = ["check_rate", "sweep_steps", "check_device_name", "SWEEP_FRACTION", "DEVICES"]

@@ -33,6 +33,19 @@ ROWS = [
      hybrid_architecture(0, 2, "deltanet", 1, 32, 32, mlp_ratio=0), (0,)),
 ]
 
+#: What a step costs and where it may run, measured by benchmarks/train_step.py (docs/benchmarks.md has the run):
+#: written below the table, which this script measures itself.
+SPEED = ("**Speed and devices.** A training step costs about what the same model written plainly in torch costs "
+         "(fused q/k/v, torch.softmax, `torch.optim.AdamW(foreach=True)`): 1.08× (prompt 10) and 0.95× (prompt 64) "
+         "for the two-layer full-attention control, 0.89× and 0.97× for the same shape with DeltaNet layers "
+         "(`benchmarks/train_step.py`, 2026-12-04, a shared 2-core x86_64 VM; [benchmarks.md](benchmarks.md)). "
+         "`witness train composition --device cuda` (any task; also `witness capacity` and the searches with "
+         "trained weights, `witness search full --weights trained`; "
+         "`lab.train.train(..., device=\"cuda\")`) trains "
+         "the torch module on a GPU where torch sees one and is refused in one line where it does not; CUDA kernels "
+         "round otherwise, so its weights are another run's than the CPU's (reproducible on that GPU). The accuracy "
+         "is the executor's, on the CPU, either way. The rows above trained on the CPU.")
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -60,7 +73,7 @@ def main() -> int:
                          f"| {report.steps} | {seed} | {report.accuracy:.4f} | {scope} "
                          f"| {time.perf_counter() - start:.0f} |")
             print(lines[-1], file=sys.stderr, flush=True)
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(args.out).write_text("\n".join(lines + ["", SPEED]) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
 

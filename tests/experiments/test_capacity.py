@@ -255,3 +255,55 @@ def test_the_command_refuses_bad_scans_in_one_line(tmp_path, capsys, monkeypatch
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1
+
+
+# -- judged at a format where the control learned on every seed ---------------------------------------------------
+JUDGED_SPEC = dataclasses.replace(SPEC, judge_formats=("float:1,5", "float:2,5"))
+
+
+def judged_row(size, architecture, seed, fp16, at_2_5, at_1_5, state_bits):
+    return {**row(size, architecture, seed, fp16, state_bits), "d_head": 2,
+            "accuracy_at": {"float:2,5": at_2_5, "float:1,5": at_1_5}}
+
+
+def test_each_point_is_judged_at_the_fewest_bits_where_its_control_learned_on_every_seed():
+    """N = 4: the control keeps >= 0.98 on both seeds down to float:2,5 (8 bits), not at float:1,5 (one seed at
+    0.5), so every N = 4 point is judged at float:2,5, its C at 8 bits. N = 16: one control seed is at 0.97 even
+    at fp16, so no N = 16 point is judged."""
+    rows = []
+    for seed, (small_1_5, large_fp16) in enumerate([(1.0, 1.0), (0.5, 0.97)]):
+        rows += [judged_row(4, "control", seed, 1.0, 0.99, small_1_5, 0),
+                 judged_row(16, "control", seed, large_fp16, 0.6, 0.3, 0),
+                 judged_row(4, "1 full", seed, 0.5, 0.4, 0.1, 0), judged_row(16, "1 full", seed, 0.3, 0.2, 0.1, 0),
+                 judged_row(4, "0 full + deltanet", seed, 1.0, 0.6 + 0.1 * seed, 0.2, 96),
+                 judged_row(16, "0 full + deltanet", seed, 0.2, 0.1, 0.1, 96)]
+    summary = {(e["size"], e["architecture"]): e for e in capacity.summarise(JUDGED_SPEC, rows)}
+    hybrid = summary[4, "0 full + deltanet"]["judged"]
+    assert (hybrid["format"], hybrid["bits"], hybrid["state_bits"], hybrid["Hdp"]) == ("float:2,5", 8, 48, 64)
+    assert (hybrid["min"], hybrid["max"]) == (0.6, 0.7) and hybrid["mean"] == pytest.approx(0.65)
+    assert hybrid["ratio"] == 8 / 48 and hybrid["fell_below_c"]
+    assert summary[4, "0 full + deltanet"]["mean"] == 1.0  # at fp16 it learned; at the judged format it fell
+    assert summary[4, "control"]["judged"]["min"] == 0.99
+    assert all(summary[16, name]["judged"] is None for name in ("control", "1 full", "0 full + deltanet"))
+    text = capacity_report.markdown({"spec": capacity.plain_spec(JUDGED_SPEC), "rows": rows,
+                                     "summary": list(summary.values())})
+    assert "Judged at the format of fewest bits among float:1,5, float:2,5, fp16" in text
+    assert ("| 4 | 0 full + deltanet | float:2,5 (8) | 64 | 48 | 0.167 | 0.650 (0.600–0.700) | fell below C, where "
+            "the control learned: not forced by counting") in text
+    assert "| 16 | 1 full | — | — | — | — | — | no evidence: the control learned on every seed at none" in text
+
+
+def test_judge_formats_are_measured_on_every_row_and_bad_ones_refused(tmp_path, capsys):
+    out = tmp_path / "judged"
+    argv = ["capacity", "--sizes", "4", "--seeds", "1", "--steps", "5", "--H", "1", "--d-head", "2", "--d-model",
+            "8", "--mixers", "deltanet", "--eval-inputs", "32", "--quiet", "--judge-formats", "float:2,5"]
+    assert main(argv + ["--out", str(out)]) == 0
+    curve = json.loads((out / "capacity.json").read_text())
+    assert curve["spec"]["judge_formats"] == ["float:2,5"]
+    assert all(set(r["accuracy_at"]) == {"float:2,5"} for r in curve["rows"])
+    assert "judge_formats" not in capacity.plain_spec(SPEC)  # the stored curves' specs stay as they were
+    for bad, says in (("fp16", "judge_formats lists fp16, the format every row is measured at anyway"),
+                      ("float:9,9,9", "float:9,9,9")):
+        assert main(argv[:-1] + [bad, "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and len(err.splitlines()) == 1

@@ -1,7 +1,11 @@
-"""lab.train's step: the trainer's module (torch.softmax patterns), its optimiser (fused or multi-tensor AdamW), and
-finite checks at evaluation points only, which still refuse a non-finite weight before any network is returned."""
+"""lab.train's step: the trainer's module (torch.softmax patterns), its optimiser (torch's fused AdamW kernel, called
+without torch.optim, so without torch._dynamo), and finite checks at evaluation points only, which still refuse a
+non-finite weight before any network is returned."""
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,10 +42,36 @@ def test_the_fused_pattern_agrees_with_the_exact_one_to_rounding():
                                np.asarray(run(network, tokens.numpy()).logits, dtype=float), rtol=1e-12, atol=1e-12)
 
 
-def test_the_optimiser_is_fused_or_multi_tensor():
-    optimiser = optimiser_for(training_module(FULL.initial_network(TASK, seed=0)), lr=1e-3)
-    assert isinstance(optimiser, torch.optim.AdamW)
-    assert optimiser.defaults["fused"] or optimiser.defaults["foreach"]
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_the_optimiser_steps_as_torchs_fused_adamw_bit_for_bit(weight_decay):
+    """The same steps, with the rate changed between them and one parameter left without a gradient at first (its
+    state starts late, as torch.optim's does), give the same weights as torch.optim.AdamW(fused=True)."""
+    network = FULL.initial_network(TASK, seed=0)
+    ours, theirs = training_module(network), training_module(network)
+    optimisers = (optimiser_for(ours, 1e-3, weight_decay),
+                  torch.optim.AdamW(theirs.parameters(), lr=1e-3, weight_decay=weight_decay, fused=True))
+    tokens = torch.as_tensor(TASK.random_tokens(np.random.default_rng(0), 16))
+    targets = torch.as_tensor(TASK.answers(tokens.numpy()).reshape(16, -1))
+    for step, lr in enumerate([1e-3, 3e-3, 2e-3]):
+        for module, optimiser in zip((ours, theirs), optimisers):
+            optimiser.param_groups[0]["lr"] = lr
+            optimiser.zero_grad()
+            torch.nn.functional.cross_entropy(module.read_logits(tokens)[:, -1], targets[:, -1]).backward()
+            if step == 0:
+                module.unembed.b_U.grad = None
+            optimiser.step()
+    for (name, mine), (_, torchs) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert torch.equal(mine, torchs), name
+
+
+def test_training_imports_neither_dynamo_nor_inductor():
+    """torch.optim's optimisers import torch._dynamo (and torch._inductor) when built; the trainer's does not."""
+    code = ("import sys; from lab.train import Architecture, LayerSpec, train; from witness.tasks import Composition; "
+            "train(Architecture(H=1, d_head=2, d_model=4, layers=(LayerSpec(),)), Composition(L=1, m=3), steps=2); "
+            "print(sorted(m for m in sys.modules if m.startswith(('torch._dynamo', 'torch._inductor'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_hybrid_trains_to_the_same_weights_bit_for_bit():

@@ -25,14 +25,15 @@ from witness.arith import Arithmetic
 def search_hybrid(task, *, full_layers: int, linear_per_gap: int | Sequence[int], mixer: str, H: int, d_head: int,
                   d_model: int, arith: Arithmetic, weights: str = "random", seed: int = 0,
                   save_network: str | None = None, train_seeds: int = architectures.TRAIN_SEEDS,
-                  train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO,
+                  train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO, device: str = "cpu",
                   **effort: Any) -> SearchReport:
     """Search the hybrid with `full_layers` full-attention layers and recurrent gaps of `mixer` layers.
 
-    `weights`: random, trained or a network file; `effort`: the fields of `verify.search.probes.Effort`."""
+    `weights`: random, trained (on `device`) or a network file; `effort`: the fields of
+    `verify.search.probes.Effort`."""
     architecture = architectures.hybrid_architecture(full_layers, linear_per_gap, mixer, H, d_head, d_model,
                                                      mlp_ratio)
-    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps)
+    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps, device)
     extra = {"architecture": {"kind": "hybrid", "full_layers": full_layers, "linear_per_gap": linear_per_gap,
                               "mixer": mixer, "layers": architectures.layer_kinds(network)},
              "weights": source.as_dict()}
@@ -41,11 +42,12 @@ def search_hybrid(task, *, full_layers: int, linear_per_gap: int | Sequence[int]
 
 def search_full(task, *, layers: int, H: int, d_head: int, d_model: int, arith: Arithmetic, weights: str = "random",
                 seed: int = 0, save_network: str | None = None, train_seeds: int = architectures.TRAIN_SEEDS,
-                train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO,
+                train_steps: int | None = None, mlp_ratio: int = architectures.MLP_RATIO, device: str = "cpu",
                 **effort: Any) -> SearchReport:
-    """Search a plain stack of `layers` causal full-attention layers (CPW's negative side)."""
+    """Search a plain stack of `layers` causal full-attention layers (CPW's negative side); trained weights train on
+    `device`."""
     architecture = architectures.full_architecture(layers, H, d_head, d_model, mlp_ratio)
-    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps)
+    network, source = architectures.network(architecture, task, weights, seed, train_seeds, train_steps, device)
     extra = {"architecture": {"kind": "full", "layers": architectures.layer_kinds(network)},
              "weights": source.as_dict()}
     return search_network(network, arith, seed=seed, save_network=save_network, extra=extra, **effort)

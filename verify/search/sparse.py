@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from constructions import two_sum_sparse
-from lab.architectures import TRAIN_SEEDS, Weights, layer_kinds, sparse_architecture
+from lab.architectures import TRAIN_SEEDS, Weights, check_weights_device, layer_kinds, sparse_architecture
 from lab.architectures import network as searched_network
 from verify.search.collisions import sparse_layer
 from verify.search.probes import COLLISION_ATTEMPTS, DEFAULT_MAX_FAILURES, HYPOTHESIS_EXAMPLES, SAMPLES, search_network
@@ -36,22 +36,25 @@ def search_sparse(task: TwoSum, *, block: int, k: int, H: int, d_head: int, d_mo
                   weights: str = "random", seed: int = 0, save_network: str | None = None,
                   train_seeds: int = TRAIN_SEEDS, train_steps: int | None = None, samples: int = SAMPLES,
                   hypothesis_examples: int = HYPOTHESIS_EXAMPLES, collision_attempts: int = COLLISION_ATTEMPTS,
-                  max_failures: int = DEFAULT_MAX_FAILURES, max_pairs: int = DEFAULT_MAX_PAIRS) -> SearchReport:
+                  max_failures: int = DEFAULT_MAX_FAILURES, max_pairs: int = DEFAULT_MAX_PAIRS,
+                  device: str = "cpu") -> SearchReport:
     """Search one layer of (block, k)-sparse attention on `task` for failures and summary-collision pairs.
 
-    `weights`: `random` (the trainer's seeded initialisation), `trained` (the shared trainer, `train_seeds` seeds,
-    the best held-out accuracy kept), `natural` (the `two_sum` construction's weights under block-sparse attention;
+    `weights`: `random` (the trainer's seeded initialisation), `trained` (the shared trainer on `device`,
+    `train_seeds` seeds, the best held-out accuracy kept), `natural` (the `two_sum` construction's weights under block-sparse attention;
     H, d_head and d_model are then the construction's) or a saved network file, which must be a one-layer
     (block, k)-sparse network for `task` with the given H, d_head, d_model. With `save_network` the network is
     written there, so every finding replays with `witness run FILE --tokens ... --format FMT --semantics SEM`."""
     if not isinstance(task, TwoSum):
         raise ParameterError(f"search_sparse searches 2-Sum networks, got {type(task).__name__}")
     if weights == "natural":
+        check_weights_device(weights, device)
         network = two_sum_sparse.natural(task.n, task.M, task.t, block, k, task.causal)
         source = Weights("natural")
     else:
         architecture = sparse_architecture(task, block, k, H, d_head, d_model)
-        network, source = searched_network(architecture, task, weights, seed, train_seeds, train_steps)
+        network, source = searched_network(architecture, task, weights, seed, train_seeds, train_steps,
+                                           device)
         layer = network.layers[0].mixer  # the architecture check made it block-sparse
         if (layer.block, layer.k) != (block, k):
             raise ParameterError(f"{weights} holds ({layer.block},{layer.k})-sparse attention, not ({block},{k})")
