@@ -205,7 +205,8 @@ def test_a_tiny_fair_curve_records_every_field_and_a_chosen_lr_of_the_sweep(tmp_
 
 
 ROOT = Path(__file__).resolve().parents[2]
-STORED_CURVES = ["docs/capacity/capacity", "docs/capacity/small/capacity", "docs/capacity/L2/capacity"]
+STORED_CURVES = ["docs/capacity/capacity", "docs/capacity/small/capacity", "docs/capacity/L2/capacity",
+                 "docs/capacity/dhead/capacity"]
 
 
 @pytest.mark.parametrize("stem", STORED_CURVES)
