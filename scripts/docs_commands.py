@@ -38,7 +38,8 @@ LONG = (
     Long("witness capacity --L 1 --sizes 24 32 48 --H 1 --d-head 8 --d-model 32 --format fp16 --seeds 3 --steps 16000 "
          "--mixers rnn --reuse", "a few minutes: retrains the stored curve's fastest row (121 s when it was stored)"),
     Long("witness capacity", "32 minutes to over an hour with --workers 2"),
-    Long("witness separation --L 2", "about 3 minutes"),
+    Long("witness separation --L 3", "about 16 CPU-minutes and 8 GiB (52 minutes wall on a shared machine)"),
+    Long("witness separation --L 2", "20-30 s"),
     Long("witness separation --L 1 --out cli-sep1", "5 s; separation.md runs the same"),
     Long("witness check-certificate sep2/", "about a minute (the L = 2 parametric certificate)"),
     Long("witness search hybrid --L 2", "about 15 s"),
