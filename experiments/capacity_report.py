@@ -148,36 +148,58 @@ def plot(curve: dict[str, Any], path: str | Path):
     """Accuracy (mean over seeds, bars from min to max) against N log2 N, one line per architecture; a dashed line
     at each hybrid's C (right of it, counting forces that hybrid's states to collide; a C far right of every N is
     named in the legend only) and a dotted line at chance, 1/N (the answer is one of N values). x ticks name N, with
-    a * where the control did not learn (no point at that N is evidence). The legend sits right of the axes and
-    names each architecture that cannot express the task so. Saves to `path`; returns the Figure."""
+    a * where the control did not learn (no point at that N is evidence). A curve of several head widths gets one
+    panel per d_head, each with its own legend below it (one axes of every line would repeat colours); one head width
+    gets one axes with the legend to its right. The legend names each architecture that cannot express the task so.
+    Saves to `path`; returns the Figure."""
     from matplotlib.figure import Figure
+
+    spec = CapacitySpec(**curve["spec"])
+    several = len(spec.d_heads) > 1
+    figure = Figure(figsize=(4.6 * len(spec.d_heads) if several else 9.0, 6.4 if several else 4.2),
+                    layout="constrained")
+    axes = figure.subplots(1, len(spec.d_heads), squeeze=False, sharey=True)[0]
+    for ax, d_head in zip(axes, spec.d_heads):
+        handles = _panel(ax, curve, spec, d_head)
+        legend = ({"loc": "upper center", "bbox_to_anchor": (0.5, -0.2)} if several else
+                  {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)})
+        ax.legend(handles=handles, fontsize=7 if several else 8, borderaxespad=0.0,
+                  title="accuracy: mean over seeds, bars min–max", title_fontsize=7 if several else 8, **legend)
+    title = (f"L = {spec.L}: H {spec.H}, d_head {', '.join(map(str, spec.d_heads))}, d_model {spec.d_model}, "
+             f"{spec.steps} steps, {len(spec.seeds)} seeds")
+    if several:
+        figure.suptitle(title, fontsize=10)
+    else:
+        axes[0].set_title(title, fontsize=10)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    return figure
+
+
+def _panel(ax, curve: dict[str, Any], spec: CapacitySpec, d_head: int) -> list:
+    """`plot`'s axes for the architectures at one head width; returns the legend's handles."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    spec = CapacitySpec(**curve["spec"])
-    figure = Figure(figsize=(9.0, 4.2), layout="constrained")
-    ax = figure.add_subplot()
+    several = len(spec.d_heads) > 1
     handles = []
     states: dict[int, list[tuple[str, str]]] = {}
-    several = len(spec.d_heads) > 1
-    for name, d_head in itertools.product(spec.architectures(), spec.d_heads):
+    for name in spec.architectures():
         # a summary stored before d_heads existed names no d_head: its one d_head is the spec's
         entries = [entry for entry in curve["summary"]
                    if entry["architecture"] == name and entry.get("d_head", spec.d_head) == d_head]
         if not entries:
             continue
-        label = f"{name}, d_head {d_head}" if several else name
         unable = ": cannot express the task" if entries[0].get("expressive") is False else ""
         x = [entry["table_bits"] for entry in entries]
         mean = np.array([entry["mean"] for entry in entries])
         low = mean - np.array([entry["min"] for entry in entries])
         high = np.array([entry["max"] for entry in entries]) - mean
-        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=label + unable))
+        handles.append(ax.errorbar(x, mean, yerr=[low, high], marker="o", capsize=3, label=name + unable))
         if entries[0]["state_bits"]:
-            states.setdefault(entries[0]["state_bits"], []).append((label, handles[-1][0].get_color()))
+            states.setdefault(entries[0]["state_bits"], []).append((name, handles[-1][0].get_color()))
     sizes = sorted({entry["size"]: entry["table_bits"] for entry in curve["summary"]}.items())
-    # an N is marked where the control did not learn at some d_head: a point there may still be evidence at another
-    learned = {size: all(entry["control_learned"] for entry in curve["summary"] if entry["size"] == size)
+    learned = {size: all(entry["control_learned"] for entry in curve["summary"]
+                         if entry["size"] == size and entry.get("d_head", spec.d_head) == d_head)
                for size, _ in sizes}
     table = [bits for _, bits in sizes]
     shown = [bits for bits in states if bits <= 2.5 * max(table)]  # further right would squeeze every point
@@ -194,23 +216,21 @@ def plot(curve: dict[str, Any], path: str | Path):
     handles += ax.plot(table, [1 / size for size, _ in sizes], color="black", linestyle=":", linewidth=1.5,
                        label="chance: 1/N (the answer is one of N)")
     if not all(learned.values()):
-        where = (" at some d_head,\nso no point at that N and d_head is evidence" if several else
-                 ",\nso no point at that N is evidence")
-        handles.append(Line2D([], [], linestyle="", label=f"N*: the control's mean < {LEARNED:.0%}{where}"))
+        handles.append(Line2D([], [], linestyle="", label=f"N*: the control's mean < {LEARNED:.0%},\n"
+                                                           "so no point at that N is evidence"))
     ax.xaxis.set_major_locator(FixedLocator(table))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([f"N = {size}{'' if learned[size] else '*'}\n{bits:.0f} bits" for size, bits in sizes],
-                       fontsize=8)
-    ax.set_xlabel("N·log2 N, the bits in the last table (log scale); right of a dashed line, N·log2 N > C")
+                       fontsize=7 if several else 8)
+    ax.set_xlabel("N·log2 N, the bits in the last table (log scale);\nright of a dashed line, N·log2 N > C"
+                  if several else "N·log2 N, the bits in the last table (log scale); right of a dashed line, "
+                                  "N·log2 N > C")
     ax.set_ylabel(f"accuracy at {spec.format}")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(True, alpha=0.3)
-    ax.set_title(f"L = {spec.L}: H {spec.H}, d_head {', '.join(map(str, spec.d_heads))}, d_model {spec.d_model}, "
-                 f"{spec.steps} steps, {len(spec.seeds)} seeds", fontsize=10)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-              title="accuracy: mean over seeds, bars min–max", title_fontsize=8)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    return figure
+    if several:
+        ax.set_title(f"d_head {d_head}", fontsize=9)
+    return handles
 
 
 def write(curve: dict[str, Any], out: str | Path) -> None:
