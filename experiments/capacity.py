@@ -124,6 +124,11 @@ class CapacitySpec:
         if parse_format(self.format).name in {parse_format(name).name for name in self.judge_formats}:
             raise ParameterError(f"judge_formats lists {self.format}, the format every row is measured at anyway")
 
+    def formats_by_bits(self) -> list[str]:
+        """The curve's format and its judge formats, fewest bits first (the order listed among equals): the order
+        in which `judge` looks for the control's format."""
+        return sorted((self.format, *self.judge_formats), key=lambda name: parse_format(name).bits)
+
     def budget_d(self, d_head: int) -> int:
         """The budget's d (`witness.budget.Budget.d`) of this spec's architectures at head width `d_head`."""
         return max(d_head, -(-self.d_model // self.H))
@@ -360,7 +365,7 @@ def judge(spec: CapacitySpec, rows: list[dict[str, Any]], summary: list[dict[str
     learned on every seed, its minimum at least LEARNED -- None where it learned at none. C is state numbers times
     that format's bits. `fell_below_c` is recomputed there: an architecture fell below C at its judged formats if,
     at some size, it fell where its C held the table."""
-    formats = sorted((spec.format, *spec.judge_formats), key=lambda name: parse_format(name).bits)
+    formats = spec.formats_by_bits()
 
     def at(row: dict[str, Any], name: str) -> float:
         return row["accuracy"] if name == spec.format else row["accuracy_at"][name]

@@ -14,7 +14,6 @@ import numpy as np
 from experiments import capacity_law
 from experiments.capacity import CONTROL, LEARNED, CapacitySpec
 from lab.rates import sweep_steps
-from witness.arith import parse_format
 
 #: What a point of an architecture that cannot express the task (`lab.architectures.cannot_express`) says.
 CANNOT_EXPRESS = "cannot express the task (no weights answer every input): no evidence about training"
@@ -123,7 +122,7 @@ def judged_table(spec: CapacitySpec, summary: list[dict[str, Any]]) -> list[str]
     """The curve judged at the smallest format at which each point's control learned on every seed
     (`experiments.capacity.judge`), with C and Hdp at that format: the rows a reader may take as evidence."""
     scanned = "d_head | " if len(spec.d_heads) > 1 else ""
-    formats = ", ".join(sorted((spec.format, *spec.judge_formats), key=lambda name: parse_format(name).bits))
+    formats = ", ".join(spec.formats_by_bits())
     lines = ["", f"Judged at the format of fewest bits among {formats} at which the control of the same N and "
              f"d_head learned on every seed (each seed at least {LEARNED}), with C and Hdp at that format:", "",
              f"| N | architecture | {scanned}format (p) | Hdp | C (state bits) | N·log2 N / C | accuracy mean "
