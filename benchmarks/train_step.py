@@ -2,6 +2,7 @@
 a DeltaNet hybrid.
 
     .venv/bin/python benchmarks/train_step.py [--quick] [--lengths 10 64 --batch 64 --repeat 5 --steps 20]
+                                              [--device cpu|cuda]
 
 The models: two layers, each a mixer (H 1, d_head 16) and a ReLU MLP (d_mlp 64), d_model 32, on a composition task
 of the given prompt length (L = 1, m = length - 2; m = 8 is 10 tokens); the mixer is causal softmax attention (the
@@ -19,7 +20,9 @@ three modules hold the same weights:
   loop      (deltanet only) `lab.torch.to_module(network, parallel=False)`: the step-by-step reference recurrence,
             trained by the trainer's step.
 
-Before timing, the modules are checked to compute the same logits. Each time is the best of --repeat runs of
+With `--device cuda` (where torch sees a GPU) every module and tensor lives there and each timed run ends by waiting
+for the GPU; the baseline is then the plain module on the same GPU. Before timing, the modules are checked to compute
+the same logits. Each time is the best of --repeat runs of
 --steps steps, the models' runs interleaved; the ratios are against `plain` of the same mixer, measured in this
 process.
 """
@@ -35,8 +38,9 @@ from torch import nn
 import lab.torch as wt
 from witness.mixers.chunked import CHUNK_SIZE as CHUNK
 from witness.tasks import Composition
-from lab.train import (MAX_GRAD_NORM, Architecture, LayerSpec, optimiser_for, training_module, training_step,
-                       use_deterministic_algorithms)
+from lab.rates import DEVICES
+from lab.train import (MAX_GRAD_NORM, Architecture, LayerSpec, optimiser_for, training_device, training_module,
+                       training_step, use_deterministic_algorithms)
 from timing import best_time  # benchmarks/timing.py: fastest of several runs
 
 D_MODEL, D_HEAD, D_MLP, LAYERS = 32, 16, 64, 2
@@ -69,7 +73,7 @@ def plain_delta_rule(q, k, v, beta):
 def plain_attention(q, k, v):
     """Causal softmax attention with no score scale (as the IR's): q, k, v [batch, n, d] -> [batch, n, d]."""
     scores = q @ k.transpose(-1, -2)
-    mask = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
     return torch.softmax(scores.masked_fill(mask, -torch.inf), dim=-1) @ v
 
 
@@ -134,6 +138,8 @@ def plain_steps(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor, s
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimiser.step()
+        if tokens.is_cuda:  # the steps above only queue work on the GPU
+            torch.cuda.synchronize()
     return run
 
 
@@ -154,27 +160,31 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20, help="steps per timed run")
+    parser.add_argument("--device", choices=DEVICES, default="cpu", help="where every model trains")
     args = parser.parse_args()
+    device = training_device(args.device)
     repeat, steps = (3, 10) if args.quick else (args.repeat, args.steps)
     torch.set_num_threads(1)
     use_deterministic_algorithms(True)  # as lab.train runs
     torch.manual_seed(0)
     print(f"{LAYERS} x (mixer H 1 d_head {D_HEAD} + MLP {D_MLP}), d_model {D_MODEL}, float32, batch {args.batch}, "
-          f"one thread, chunk {CHUNK}; ms per step (forward + backward + clip + AdamW), best of {repeat} x {steps} "
+          f"one thread, chunk {CHUNK}, on {args.device}; ms per step (forward + backward + clip + AdamW), best of {repeat} x {steps} "
           "steps")
     print(f"{'prompt':>6}  {'mixer':<9} {'model':<8} {'ms/step':>8} {'x time':>7}")
     for length in args.lengths:
         task = Composition(1, length - 2)
         tokens = torch.as_tensor(task.random_tokens(np.random.default_rng(0), args.batch))
-        targets = torch.as_tensor(task.answers(tokens.numpy()).reshape(args.batch, -1)[:, -1])
+        targets = torch.as_tensor(task.answers(tokens.numpy()).reshape(args.batch, -1)[:, -1]).to(device)
+        tokens = tokens.to(device)
         for mixer in ("attention", "deltanet"):
             architecture = Architecture(H=1, d_head=D_HEAD, d_model=D_MODEL,
                                         layers=(LayerSpec(mixer=mixer, d_mlp=D_MLP),) * LAYERS)
             network = architecture.initial_network(task, seed=0)
-            models = {"witness": training_module(network)}
+            models = {"witness": training_module(network, device)}
             if mixer == "deltanet":
-                models["loop"] = wt.to_module(network, torch.float32, parallel=False)
-            models = {"plain": PlainNetwork(task.vocab_size, length, mixer).load(models["witness"]), **models}
+                models["loop"] = wt.to_module(network, torch.float32, parallel=False).to(device)
+            models = {"plain": PlainNetwork(task.vocab_size, length, mixer).to(device).load(models["witness"]),
+                      **models}
             with torch.no_grad():
                 logits = {name: model(tokens) for name, model in models.items()}
             for name in models:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from distributed import Client, as_completed, get_worker
 
 from witness.errors import ParameterError
-from witness.progress import RunBar, bar
+from witness.progress import RunBar, bar, set_quiet
 
 Job = TypeVar("Job")
 #: How long to wait for an existing scheduler to answer before giving up.
@@ -83,10 +83,12 @@ def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = 
     jobs = list(jobs)
     if not jobs:
         return []
+    names = list(names or map(str, range(len(jobs))))
+    job = _Job(function, own_process=engine.workers is not None or engine.scheduler is not None)
     client = engine.client()
     try:
         if run_bar is None:
-            futures = client.map(function, jobs, pure=False)
+            futures = client.map(job, list(zip(names, jobs)), pure=False)
             index = {future.key: position for position, future in enumerate(futures)}
             results: list[Any] = [None] * len(jobs)
             with bar(total=len(jobs), desc=progress or "jobs", unit="job") as finished:
@@ -94,7 +96,7 @@ def sweep(function: Callable[[Job], Any], jobs: Sequence[Job], engine: Engine = 
                     results[index[future.key]] = future.result()  # re-raises the job's exception
                     finished.update(1)
             return results
-        return _tracked(client, function, jobs, run_bar, list(names or map(str, range(len(jobs)))))
+        return _tracked(client, job, jobs, run_bar, names)
     finally:
         client.close()
 
@@ -120,14 +122,19 @@ def close_local_clusters() -> None:
 STARTED = "witness-sweep-started"
 
 
-class _Announced:
-    """`function`, announcing on the worker that job `name` started (a dask event the client subscribes to)."""
+class _Job:
+    """`function` as a worker runs it: it announces that job `name` started (a dask event a tracked sweep's client
+    subscribes to) and, in a worker process of its own, draws no progress bars: the sweep's bar stands for its jobs,
+    and the bars of several processes would interleave on one stderr (and ignore the caller's --quiet)."""
 
-    def __init__(self, function: Callable[[Job], Any]):
+    def __init__(self, function: Callable[[Job], Any], own_process: bool):
         self.function = function
+        self.own_process = own_process
 
     def __call__(self, named: tuple[str, Job]) -> Any:
         name, job = named
+        if self.own_process:
+            set_quiet(True)
         try:
             get_worker().log_event(STARTED, name)
         except ValueError:  # not on a worker (a plain call): nothing to announce to
@@ -135,10 +142,10 @@ class _Announced:
         return self.function(job)
 
 
-def _tracked(client: Client, function, jobs: list, run_bar: RunBar, names: list[str]) -> list[Any]:
+def _tracked(client: Client, job: _Job, jobs: list, run_bar: RunBar, names: list[str]) -> list[Any]:
     client.subscribe_topic(STARTED, lambda event: run_bar.started(event[1]))
     try:
-        futures = client.map(_Announced(function), list(zip(names, jobs)), pure=False)
+        futures = client.map(job, list(zip(names, jobs)), pure=False)
         results: list[Any] = [None] * len(jobs)
         pending = dict(enumerate(futures))
         while pending:

@@ -27,6 +27,16 @@ def test_local_cluster_of_two_workers_equals_the_plain_loop():
     assert {row.p for row in serial} != {None}  # the jobs computed something
 
 
+def test_jobs_in_worker_processes_draw_no_bars_of_their_own(monkeypatch):
+    """The sweep's bar stands for its jobs: in a worker process a job's own bars (a trainer's, say) are off, whatever
+    the caller's --quiet; in-process the caller's setting holds."""
+    from witness import progress
+
+    monkeypatch.setattr(progress, "_quiet", False)  # bars on, as a command without --quiet has them
+    assert sweep(lambda job: progress.quiet(), [0, 1], Engine(workers=1)) == [True, True]
+    assert sweep(lambda job: progress.quiet(), [0]) == [False]
+
+
 def test_an_existing_scheduler_runs_the_sweep():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         jobs = precision_jobs()[:3]

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from cli.main import main  # noqa: E402
 from experiments.capacity import CapacitySpec, plain_spec  # noqa: E402
 from lab.architectures import hybrid_architecture  # noqa: E402
-from lab.train import Architecture, LayerSpec, train  # noqa: E402
+from lab.train import Architecture, LayerSpec, train, training_module  # noqa: E402
 from witness.errors import ParameterError  # noqa: E402
 from witness.tasks import Composition  # noqa: E402
 
@@ -92,3 +92,23 @@ def test_a_few_steps_train_on_cuda_reproducibly():
             assert np.isfinite(array).all() and np.array_equal(array, again.state_dict()[name]), name
         assert report.device == "cuda" and first.meta.notes["trained"]["device"] == "cuda"
         assert 0.0 <= report.accuracy <= 1.0 and report.exhaustive and len(report.history) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_computes_the_cpu_modules_loss_and_gradients():
+    """The same network trained on cuda is the same function: its loss and every gradient agree with the CPU's up to
+    float32 rounding (the kernels sum in other orders, so not bit for bit)."""
+    hybrid = hybrid_architecture(1, 1, "deltanet", H=1, d_head=4, d_model=8)
+    tokens = torch.as_tensor(TASK.random_tokens(np.random.default_rng(0), 32))
+    targets = torch.as_tensor(TASK.answers(tokens.numpy()).reshape(32, -1)[:, -1])
+    for architecture in (FULL, hybrid):
+        network = architecture.initial_network(TASK, seed=0)
+        found = {}
+        for device in ("cpu", "cuda"):
+            module = training_module(network, device)
+            loss = torch.nn.functional.cross_entropy(module(tokens.to(device))[:, -1], targets.to(device))
+            loss.backward()
+            found[device] = [loss.detach().cpu()] + [p.grad.cpu() for p in module.parameters() if p.grad is not None]
+        assert len(found["cpu"]) == len(found["cuda"]) > 1
+        for cpu, cuda in zip(found["cpu"], found["cuda"]):
+            torch.testing.assert_close(cuda, cpu, rtol=1e-4, atol=1e-5)
