@@ -4,7 +4,6 @@ bits at which a construction is verified, prove every input, and re-check a proo
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +150,7 @@ def add_min_precision(commands) -> None:
 def cmd_certify(args: argparse.Namespace) -> int:
     """`certify FILE` or `certify composition --L .. --m .. --n ..`; exit 0 when verified (the certificate goes to
     --out), 3 when unknown (nothing is written)."""
+    from verify import checker
     from verify.certify import Construction, certify
 
     if args.out is not None:
@@ -175,8 +175,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     if args.out is not None:
         try:
-            with open(args.out, "w", encoding="utf-8") as handle:
-                json.dump(result.detail["certificate"], handle)
+            checker.write_certificate(result.detail["certificate"], args.out)
         except OSError as exc:
             raise CliError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     budget = result.detail["budget"]

@@ -185,7 +185,7 @@ def recheck(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     try:
         stored = json.loads((folder / "separation.json").read_text(encoding="utf-8"))
-        certificate = json.loads((folder / "certificate.json").read_text(encoding="utf-8"))
+        certificate = checker.load_certificate(folder / "certificate.json")
         L, k, fmt = stored["params"]["L"], stored["k"], parse_format(stored["format"])
         scan = (stored["trials_at_k"], stored["sizes_scanned"], stored["certify_calls"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -258,7 +258,7 @@ def _json_ints(entry: dict) -> dict:
 def write(summary: dict[str, Any], out: Path) -> None:
     """DIR/certificate.json, DIR/separation.json (everything but the certificate) and DIR/separation.md."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "certificate.json").write_text(json.dumps(summary["certificate"]), encoding="utf-8")
+    checker.write_certificate(summary["certificate"], out / "certificate.json")
     brief = {key: value for key, value in summary.items() if key != "certificate"}
     brief["certificate"] = "certificate.json"
     (out / "separation.json").write_text(json.dumps(brief, indent=1), encoding="utf-8")

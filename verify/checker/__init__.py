@@ -32,13 +32,14 @@ from typing import Any
 
 from verify.checker import composition, covering, parametric, two_sum
 from verify.checker.files import (CERTIFICATE_KIND, CERTIFICATE_VERSION, Weights, load_certificate, load_weights,
-                                  weights_from_parts)
+                                  weights_from_parts, write_certificate)
 from verify.checker.numbers import parse_format
 from verify.checker.refusal import Refused, require
 from verify.checker.tasks import Composition, TwoSum, log2_text, shown
 
 __all__ = ["Refused", "Weights", "SEMANTICS", "check", "check_files", "prove", "summary", "certificate",
-           "description_fingerprint", "load_certificate", "load_weights", "weights_from_parts"]
+           "description_fingerprint", "load_certificate", "write_certificate", "load_weights",
+           "weights_from_parts"]
 
 SEMANTICS = ("strict", "theory")
 

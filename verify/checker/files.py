@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,9 +219,32 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+@contextmanager
+def whole_integers() -> Iterator[None]:
+    """Python's limit on the digits of an int written as or read from decimal text (4,300 by default) lifted, and
+    put back after: a certificate at the theorems' scale holds integers of tens of thousands of digits (m = 2^963 - 2
+    has 290, log2 n = 20,624 at L = 2 means m has 6,209), and JSON writes ints in decimal."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
+    if limit is not None:
+        sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        if limit is not None:
+            sys.set_int_max_str_digits(limit)
+
+
+def write_certificate(certificate: dict[str, Any], path) -> None:
+    """`certificate` as JSON at `path`, whole however long its integers (OSError where the file cannot be written)."""
+    with whole_integers():
+        text = json.dumps(certificate)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def load_certificate(path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle, whole_integers():
             certificate = json.load(handle, object_pairs_hook=_unique_keys)
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror})") from None

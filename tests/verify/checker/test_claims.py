@@ -114,7 +114,7 @@ def test_malformed_certificates_are_refused_in_one_line(forge):
     assert "\n" not in str(refusal.value)
 
 
-def test_parameters_past_pythons_digit_limit_are_read_and_named_by_their_bit_length():
+def test_parameters_past_pythons_digit_limit_are_read_and_named_by_their_bit_length(tmp_path):
     """m = 2^20000 has 6,021 decimal digits, past the 4,300 Python converts to text by default (which the command
     line lifts, a caller of the library may not): the checker reads it, proves the parametric claim, and names such
     an integer in a refusal by its bit length, building the message only when it refuses."""
@@ -123,6 +123,9 @@ def test_parameters_past_pythons_digit_limit_are_read_and_named_by_their_bit_len
     assert Composition.from_params({"L": 1, "m": huge, "n": []}).m == huge
     result = certify(Construction(1, huge), arithmetic("fp32", "theory"))
     assert result.status is Status.VERIFIED and result.detail["certificate"]["claim"]["params"]["m"] == huge
+    path = tmp_path / "huge.json"  # written and read back whole by the library, the limit still in force
+    checker.write_certificate(result.detail["certificate"], path)
+    assert checker.check_files(path)["confirmed"] and sys.get_int_max_str_digits() < 6021
     named = "<an integer of 20001 bits>"
     for params, message in [({"L": 1, "m": -huge, "n": []}, f"m must be an integer >= 1, got {named}"),
                             ({"L": 1, "m": huge, "n": [], "x": [huge]}, f"'m': {named}, 'n': [], 'x': [{named}]")]:
