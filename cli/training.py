@@ -19,16 +19,26 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     """Shared by `train` and `capacity`: both train with lab.train.train."""
     parser.add_argument("--hop-weight", type=float,
                         help="weight of the intermediate-hop targets, for tasks that have them (default "
-                             "lab.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off)")
+                             "lab.train.DEFAULT_HOP_WEIGHT, 1; 0 turns them off; none for chain-of-thought tasks, "
+                             "whose hops are their generated tokens)")
     parser.add_argument("--device", choices=DEVICES, default="cpu",
                         help="where the torch module trains (default cpu; cuda where torch sees a GPU, with other "
                              "weights than cpu's: its kernels round otherwise); accuracy is measured on the CPU")
 
 
 # -- train --------------------------------------------------------------------------------------------------
+def correct_means(task) -> str:
+    """What an input counted correct by `lab.train.accuracy` means, for the JSON and the text."""
+    count = getattr(task, "generated_tokens", 0)
+    if count:
+        return (f"greedy generation produces all {count} answer tokens (each step's unique argmax; a tie stops "
+                "generation and counts wrong)")
+    return "every read position's unique argmax is the answer"
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     """Train from a seeded random initialisation for exactly --steps steps and save the network; the accuracy is
-    the float64 executor's on held-out inputs."""
+    the float64 executor's on held-out inputs (by greedy generation for a task answered by generated tokens)."""
     output = Path(args.output)
     check_output_file(output, "-o")  # before torch is even imported
     from lab import train
@@ -36,6 +46,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     task = task_from_args(args)
     train.require_trainable(task)
+    generated = getattr(task, "generated_tokens", 0)
     architecture = architecture_of_kind(
         args.arch, task, H=args.H, d_head=args.d_head, d_model=args.d_model, mlp_ratio=args.mlp_ratio,
         layers=args.layers, full_layers=args.full_layers, mixer=args.mixer, block=args.block, k=args.k,
@@ -55,17 +66,17 @@ def cmd_train(args: argparse.Namespace) -> None:
                "layers": [spec.mixer for spec in architecture.layers],
                "budget": network.budget(64).as_dict(),
                "accuracy": {"value": report.accuracy, "inputs": report.eval_inputs, "exhaustive": report.exhaustive,
-                            "format": "fp64", "semantics": "strict",
-                            "correct_means": "every read position's unique argmax is the answer"},
+                            "format": "fp64", "semantics": "strict", "correct_means": correct_means(task)},
                **{key: value for key, value in report.as_dict().items() if key not in ("accuracy", "history")},
+               **({"generated_tokens": generated, "teacher_forced": True} if generated else {}),
                "learning_curve": [{"step": step, "loss": loss, "accuracy_float32": acc}
                                   for step, loss, acc in report.history],
                "lr_sweep": None if sweep is None else sweep.as_dict()}
     chosen = "" if sweep is None else (f" (chosen by a {sweep.steps}-step sweep: "
                                        + ", ".join(f"{rate:g} -> {acc:.3f}" for rate, acc in sweep.tried) + ")")
-    emit(args, payload, f"accuracy {report.accuracy:.4f} on {scope} (fp64 executor, strict; correct = unique argmax "
-                        f"is the answer)\n{report.steps} steps, lr {lr:g}{chosen}, seed {report.seed}, final loss "
-                        f"{report.final_loss:.4g}, {report.seconds:.1f} s\nwrote {output}")
+    emit(args, payload, f"accuracy {report.accuracy:.4f} on {scope} (fp64 executor, strict; correct = "
+                        f"{correct_means(task)})\n{report.steps} steps, lr {lr:g}{chosen}, seed {report.seed}, "
+                        f"final loss {report.final_loss:.4g}, {report.seconds:.1f} s\nwrote {output}")
 
 
 def add_train_options(cmd: argparse.ArgumentParser) -> None:

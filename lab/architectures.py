@@ -119,7 +119,8 @@ def architecture_of_kind(kind: str, task, *, H: int, d_head: int, d_model: int, 
                          **options: Any):
     """The `Architecture` of kind `kind` (`KINDS`) for `task`: `options` are the shape options of every kind, None
     where not given, and exactly those of `kind` must be given; `mlp_ratio` None is the kind's own. A task read at
-    every position needs a kind read there, and a task read at its last position one read there."""
+    every position needs a kind read there, and a task read at its last position (or answered by generated tokens,
+each step read at its last position) one read there."""
     if kind not in KINDS:
         raise ParameterError(f"architecture kind must be one of {', '.join(KINDS)}; got {kind!r}")
     spec = KINDS[kind]
@@ -127,12 +128,17 @@ def architecture_of_kind(kind: str, task, *, H: int, d_head: int, d_model: int, 
     if given != sorted(spec.options):
         raise ParameterError(f"architecture {kind} takes {', '.join(spec.options)} and no other architecture "
                              f"options; given: {', '.join(given) or 'none'}")
-    read = "all" if len(task.read_positions) > 1 else "last"
+    generated = getattr(task, "generated_tokens", 0)
+    # A task answered by generated tokens runs one step per token, each read at its last position, whatever its
+    # read positions in the full transcript.
+    read = "last" if generated or len(task.read_positions) == 1 else "all"
     if spec.read != read:
         fitting = " or ".join(name for name, other in KINDS.items() if other.read == read)
         where = {"all": "every position", "last": "its last position only"}
-        raise ParameterError(f"{task.name} is read at {where[read]}, architecture {kind} at {where[spec.read]}: "
-                             f"train it with {fitting}")
+        said = f"answered by {generated} generated tokens, each step read at {where[read]}" if generated else \
+            f"read at {where[read]}"
+        raise ParameterError(f"{task.name} is {said}, architecture {kind} at {where[spec.read]}: train it with "
+                             f"{fitting}")
     shape = {"H": H, "d_head": d_head, "d_model": d_model,
              "mlp_ratio": spec.mlp_ratio if mlp_ratio is None else mlp_ratio}
     if kind == "full":

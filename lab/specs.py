@@ -75,7 +75,7 @@ class Architecture:
     def parameter_count(self, task) -> int:
         """How many numbers the network for `task` holds (embedding, every layer's arrays, readout)."""
         d, H, k = self.d_model, self.H, self.d_head
-        count = (2 * task.vocab_size + task.prompt_length) * d + task.vocab_size
+        count = (2 * task.vocab_size + context_length(task)) * d + task.vocab_size
         for spec in self.layers:
             cls = MIXERS[spec.mixer].block
             if cls in RECURRENT_MIXERS:
@@ -92,14 +92,15 @@ class Architecture:
         return 48 * self.parameter_count(task)
 
     def initial_network(self, task, seed: int) -> Network:
-        """Random weights (normal, std 1/sqrt(fan-in)) for `task`'s vocabulary and prompt length, from `seed`.
-        The output vocabulary is the task's token vocabulary, as in TransformerLens (d_vocab_out = d_vocab).
+        """Random weights (normal, std 1/sqrt(fan-in)) for `task`'s vocabulary and context (`context_length`: the
+        prompt, and for a task answered by generated tokens the longest transcript a generation step runs), from
+        `seed`. The output vocabulary is the task's token vocabulary, as in TransformerLens (d_vocab_out = d_vocab).
         Refused (`TooLarge`) before allocating when `memory_bytes` exceeds what the machine has."""
         require_memory(self.memory_bytes(task), f"a network of d_model {self.d_model}, H {self.H}, d_head "
                                                 f"{self.d_head} and {len(self.layers)} layers")
         rng = np.random.default_rng(seed)
         d, H, k = self.d_model, self.H, self.d_head
-        vocab, n_ctx = task.vocab_size, task.prompt_length
+        vocab, n_ctx = task.vocab_size, context_length(task)
 
         def normal(fan_in: int, *shape: int) -> np.ndarray:
             return rng.normal(scale=1 / math.sqrt(fan_in), size=shape)
@@ -119,6 +120,12 @@ class Architecture:
         return Network(embedding, tuple(layers), readout, Basis(tuple(f"x[{i}]" for i in range(d))), meta)
 
 
+def context_length(task) -> int:
+    """The positions (W_pos rows) a network for `task` needs: its prompt, or where the task is answered by generated
+    tokens, its `context_length` (the prompt and every generated token fed back, `witness.generate`)."""
+    return task.context_length if getattr(task, "generated_tokens", 0) else task.prompt_length
+
+
 #: The residual's entry scale (rms) a recurrent layer's initialisation plans for
 #: (`witness.mixers.matrix_state.initial_matrix_state`): the embedding's entries are the sum of two unit normals
 #: (W_E, W_pos), and every layer of a random stack grows it by a factor of about 1.3 (measured on the search's
@@ -127,4 +134,4 @@ EMBED_RESID_SCALE = math.sqrt(2)
 RESID_GROWTH = 1.5
 
 
-__all__ = ["LayerSpec", "Architecture", "EMBED_RESID_SCALE", "RESID_GROWTH"]
+__all__ = ["LayerSpec", "Architecture", "context_length", "EMBED_RESID_SCALE", "RESID_GROWTH"]

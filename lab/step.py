@@ -6,6 +6,9 @@ thread, torch's seed; `training_device`: where the module and batches live).
     module = training_module(network, training_device("cpu"))
     optimiser = optimiser_for(module, lr=3e-3)
     loss = training_step(module, optimiser, tokens, targets)
+
+For a task answered by generated tokens the tokens are a teacher-forced transcript and `read` slices its read
+positions (`lab.train.training_batch`, `lab.train.read_slice`).
 """
 
 from __future__ import annotations
@@ -147,22 +150,32 @@ def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
 def hop_layers(task, layer_count: int) -> dict[int, int]:
     """Intermediate targets: hop l (1 <= l < L) of a composition task is read out after layer floor(l (n-1) / L)
     of an n-layer stack, so that with the construction's L + 1 layers hop l is due after layer l, where the
-    construction has it. Tasks without hops have none."""
+    construction has it. Tasks without hops have none, and neither has a task answered by generated tokens
+    (composition_cot): every hop is one of its generated tokens, already a target of the teacher-forced loss."""
+    if getattr(task, "generated_tokens", 0) or not hasattr(task, "hop_answers"):
+        return {}
     hops = getattr(task, "L", 1)
-    return {l: l * (layer_count - 1) // hops for l in range(1, hops)} if hasattr(task, "hop_answers") else {}
+    return {l: l * (layer_count - 1) // hops for l in range(1, hops)}
+
+
+def logits_at(module, x: torch.Tensor, read: slice | None = None) -> torch.Tensor:
+    """The logits the loss reads from the final residual stream x [batch, n, d_model]: at the module's own read
+    positions (`read_from`) where `read` is None, else at the positions `read` slices (a teacher-forced transcript's
+    read positions, `lab.train.read_slice`)."""
+    return module.read_from(x) if read is None else module.unembed_stream(x[:, read])
 
 
 def _losses(module, tokens: torch.Tensor, targets: torch.Tensor, hop_targets: torch.Tensor | None,
-            hop_at: dict[int, int], hop_weight: float) -> torch.Tensor:
-    """Cross-entropy at the read positions, plus hop_weight times the mean cross-entropy of each intermediate hop
-    read through the unembedding after its layer (last position)."""
+            hop_at: dict[int, int], hop_weight: float, read: slice | None = None) -> torch.Tensor:
+    """Cross-entropy at the read positions (`logits_at`), plus hop_weight times the mean cross-entropy of each
+    intermediate hop read through the unembedding after its layer (last position)."""
     wanted = {layer: hop for hop, layer in hop_at.items()} if hop_weight else {}
     hop_losses = []
     for depth, x in enumerate(module.residuals(tokens), start=-1):  # -1: the embedding
         if depth in wanted:  # read out while the forward pass is here: the gradient sums in the same order
             hop_losses.append(torch.nn.functional.cross_entropy(module.unembed_stream(x[:, -1]),
                                                                 hop_targets[:, wanted[depth] - 1]))
-    logits = module.read_from(x)
+    logits = logits_at(module, x, read)
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     if hop_losses:
         loss = loss + hop_weight * torch.stack(hop_losses).mean()
@@ -171,10 +184,11 @@ def _losses(module, tokens: torch.Tensor, targets: torch.Tensor, hop_targets: to
 
 def training_step(module, optimiser, tokens: torch.Tensor, targets: torch.Tensor,
                   hop_targets: torch.Tensor | None = None, hop_at: dict[int, int] | None = None,
-                  hop_weight: float = 0.0) -> float:
-    """One step of `train`: the loss (`_losses`), its gradient, clipped to MAX_GRAD_NORM, and an optimiser step;
-    the loss before the step. A non-finite loss takes no step (the caller raises)."""
-    loss = _losses(module, tokens, targets, hop_targets, hop_at or {}, hop_weight)
+                  hop_weight: float = 0.0, read: slice | None = None) -> float:
+    """One step of `train`: the loss (`_losses`; `read`: where its logits are read, `logits_at`), its gradient,
+    clipped to MAX_GRAD_NORM, and an optimiser step; the loss before the step. A non-finite loss takes no step (the
+    caller raises)."""
+    loss = _losses(module, tokens, targets, hop_targets, hop_at or {}, hop_weight, read)
     loss_value = loss.item()
     if not math.isfinite(loss_value):
         return loss_value
@@ -186,4 +200,4 @@ def training_step(module, optimiser, tokens: torch.Tensor, targets: torch.Tensor
 
 
 __all__ = ["MAX_GRAD_NORM", "training_device", "use_deterministic_algorithms", "deterministic", "training_module",
-           "FusedAdamW", "optimiser_for", "learning_rate", "hop_layers", "training_step"]
+           "FusedAdamW", "optimiser_for", "learning_rate", "hop_layers", "logits_at", "training_step"]
