@@ -27,7 +27,7 @@ def cmd_hierarchy(args: argparse.Namespace) -> None:
     else:
         raise CliError(f"no stored trained networks at {trained.DEFAULT_STORE} (an install without the "
                        "repository's docs/): pass --stored DIR, a folder `witness hierarchy --full` wrote, or "
-                       "--full to compute everything here (over an hour on 2 cores)")
+                       "--full to compute everything here")
     workers = args.workers if args.workers or args.scheduler else len(os.sched_getaffinity(0))
     report = hierarchy.hierarchy(args.out, config, Engine(None if args.scheduler else workers, args.scheduler),
                                  store=store, quick=args.quick)
@@ -51,12 +51,12 @@ def add_hierarchy(commands) -> None:
     cmd.add_argument("--config", metavar="JSON", help="a configuration file (default: the embedded one)")
     stored_or_full = cmd.add_mutually_exclusive_group()
     stored_or_full.add_argument("--full", action="store_true",
-                                help="compute everything here: train every network and the capacity curve, and scan "
-                                     "every separation from its family's first size (over an hour on 2 cores); "
-                                     "writes DIR/trained.json for later replays; the default for --quick and --config")
+                                help="compute everything here: train every network and scan every separation from "
+                                     "its family's first size; writes DIR/trained.json for later replays; the default "
+                                     "for --quick and --config")
     stored_or_full.add_argument("--stored", metavar="DIR",
                                 help="replay what a --full run wrote to DIR (default for the embedded configuration: "
-                                     "the repository's docs/hierarchy): trained networks and the capacity curve, "
-                                     "searched here, one network and one capacity point retrained and compared bit "
-                                     "for bit; each separation's certificate and coverage re-checked here")
+                                     "the repository's docs/hierarchy): trained networks, searched here, one "
+                                     "network retrained and compared bit for bit; each separation's certificate and "
+                                     "coverage re-checked here")
     add_engine_options(cmd)

@@ -30,9 +30,11 @@ at that N (and d_head), and the report says so at every point.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ from lab.architectures import cannot_express, full_architecture, hybrid_architec
 from lab.rates import check_device_name, check_rate, sweep_steps
 from witness.arith import arithmetic, parse_format
 from witness.budget import budget
-from witness.errors import ParameterError
+from witness.errors import FileFormatError, ParameterError
 from witness.mixers import RECURRENT_MIXERS
 from lab.sweep import Engine, sweep
 from witness.tasks import Composition
@@ -168,11 +170,11 @@ def distinct(name: str, values: Iterable[Any]) -> tuple[Any, ...]:
 class CapacityPoint(Row):
     """One trained (size, architecture, d_head, seed) of a curve, measured at `format` (with `semantics`) and in
     float64, trained `steps` steps at peak rate `lr` (`lr_sweep`: how a sweep chose it, where one did) with MLPs of
-    width mlp_ratio x d_model; a curve's `rows` hold these as JSON (`to_json`), as capacity.json and the hierarchy's
-    trained.json store them. Rows stored before d_head, mlp_ratio, lr, format and semantics were recorded read
-    as `with_old_protocol` fills them in. `expressive` is False, with `why`, where no weights of the architecture
-    answer the task (`lab.architectures.cannot_express`): the row's accuracy then says nothing about training.
-    Where it is missing, nothing was proven (or the row predates the check)."""
+    width mlp_ratio x d_model; a curve's `rows` hold these as JSON (`to_json`), as capacity.json stores them. Rows
+    stored before d_head, mlp_ratio, lr, format and semantics were recorded read as `with_old_protocol` fills them
+    in. `expressive` is False, with `why`, where no weights of the architecture answer the task
+    (`lab.architectures.cannot_express`): the row's accuracy then says nothing about training. Where it is missing,
+    nothing was proven (or the row predates the check)."""
 
     size: int
     architecture: str
@@ -286,10 +288,8 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     kept = [row for row in rows if row["size"] in spec.sizes]
     if not kept:
         return []
-    probe = min(kept, key=lambda row: row["seconds"])
-    replay = sweep(point_job, [{"spec": plain_spec(spec), "size": probe["size"],
-                                "architecture": probe["architecture"], "d_head": probe["d_head"],
-                                "seed": probe["seed"]}], engine, progress="replaying a stored point")[0]
+    probe, job = fastest_replay(spec, kept)
+    replay = sweep(point_job, [job], engine, progress="replaying a stored point")[0]
     differ = replay_differences(replay, probe)
     if differ:
         raise ParameterError(f"the stored point N = {probe['size']}, {probe['architecture']}, d_head "
@@ -299,17 +299,53 @@ def reusable_rows(spec: CapacitySpec, stored: dict[str, Any], engine: Engine) ->
     return kept
 
 
+#: The fields that name a point of a curve: a point job trains exactly the row they name (with the curve's spec).
+POINT = ("size", "architecture", "d_head", "seed")
+
+
+def fastest_replay(spec: CapacitySpec, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stored row of a curve of `spec` that trained fastest (as today's rows read: `with_old_protocol`) and the
+    point job that retrains it from its seed: the cheapest check that this code still trains what the curve stored
+    (`replay_differences` compares the two). Both `reusable_rows` and the hierarchy's replay of committed curves
+    check a curve this one way."""
+    row = with_old_protocol(spec, min(rows, key=lambda row: row["seconds"]))
+    return row, {"spec": plain_spec(spec), **{field: row[field] for field in POINT}}
+
+
 def replay_differences(replay: CapacityPoint, stored: dict[str, Any]) -> list[str]:
     """The `REPLAYED` fields in which a retrained point differs from its stored row, each in words."""
     return [f"{field} {getattr(replay, field)!r} (stored {stored[field]!r})" for field in REPLAYED
             if getattr(replay, field) != stored[field]]
 
 
+def read_curve(folder: str | Path) -> dict[str, Any]:
+    """The curve `capacity_report.write` left in `folder` (its capacity.json), checked to be one: its spec a
+    `CapacitySpec`, every row a `CapacityPoint` (an old row as `with_old_protocol` reads it), at least one row. A
+    ParameterError where the folder holds no capacity.json, a FileFormatError where that file is no such curve."""
+    path = Path(folder) / "capacity.json"
+    try:
+        curve = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ParameterError(f"{folder}: no capacity.json there (a folder `witness capacity` wrote)") from None
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise FileFormatError(f"{path}: not JSON ({exc})") from None
+    try:
+        spec = CapacitySpec(**curve["spec"])
+        for row in curve["rows"]:
+            CapacityPoint.from_json(with_old_protocol(spec, row))
+        if not curve["rows"]:
+            raise ValueError("no rows")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FileFormatError(f"{path}: not a curve `witness capacity` wrote ({type(exc).__name__}: {exc})") from None
+    return curve
+
+
 def plain_spec(spec: CapacitySpec) -> dict[str, Any]:
     """The spec as JSON. `d_heads`, `lr_sweep`, `judge_formats` and `device` are left out where they hold the
     protocol of the curves stored before they existed (`d_head` alone, no sweep, no further formats, the CPU): such a
-    curve's stored spec, which lacks them, is then the same dict as today's spec of its protocol, which is how the
-    hierarchy's replay (`experiments.trained`) matches it."""
+    curve's stored spec, which lacks them, is then the same dict as today's spec of its protocol."""
     plain = {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(spec).items()}
     if spec.d_heads == (spec.d_head,):
         del plain["d_heads"]
@@ -395,4 +431,6 @@ def judge(spec: CapacitySpec, rows: list[dict[str, Any]], summary: list[dict[str
             entry["judged"]["fell_below_c"] = (entry["architecture"], entry["d_head"]) in fell
 
 
-__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "replay_differences", "plain_spec", "summarise", "judge", "point_job", "with_old_protocol", "LEARNED", "CONTROL"]
+__all__ = ["CapacitySpec", "CapacityPoint", "capacity", "reusable_rows", "fastest_replay", "replay_differences",
+           "read_curve", "POINT", "plain_spec", "summarise", "judge", "point_job", "with_old_protocol", "LEARNED",
+           "CONTROL"]

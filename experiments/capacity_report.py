@@ -81,7 +81,7 @@ def _hop_targets(rows: list[dict[str, Any]]) -> str:
             + ", ".join(f"{w:g}" for w in weights))
 
 
-def markdown(curve: dict[str, Any], heading: str = "#") -> str:
+def markdown(curve: dict[str, Any]) -> str:
     """The curve as a page. A curve of the protocol stored before d_heads, lr_sweep and MLPs could vary (one
     d_head, one lr, no MLP) reads exactly as it always did."""
     spec = CapacitySpec(**curve["spec"])
@@ -89,8 +89,7 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
     hybrids = {(f"{entry['architecture']} (d_head {entry['d_head']})" if several else entry["architecture"]):
                entry["state_bits"] for entry in curve["summary"] if entry["state_bits"]}
     mlp = f", an MLP of width {spec.mlp_ratio}·d_model after every layer" if spec.mlp_ratio else ""
-    scanned = ("d_head | " if several else "") + ("lr (chosen) | " if spec.lr_sweep else "")
-    lines = [f"{heading} Capacity curve, L = {spec.L}", "",
+    lines = [f"# Capacity curve, L = {spec.L}", "",
              f"Budget: H {spec.H}, {head_widths(spec)}, d_model {spec.d_model}, evaluated at {spec.format} "
              f"({spec.semantics} semantics: every operation rounded to the format, round to nearest even). "
              f"Protocol: `lab.train.train` from seeded random initialisations, exactly {spec.steps} steps, "
@@ -99,13 +98,7 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
              f"run by the executor at {spec.format}. C, the state bits that cross the boundary "
              f"({spec.linear_per_gap} recurrent layer(s) per gap): "
              + ", ".join(f"{name} {bits}" for name, bits in hybrids.items())
-             + "; the control and the full layers carry no state.", "",
-             f"| N | N·log2 N | N·log2 N / C | architecture | {scanned}Hdp | C (state bits) | accuracy mean "
-             "(min–max) | fp64 mean | evidence |",
-             "|---:|---:|---:|---|" + "---:|" * (scanned.count("|") + 2) + "---|---:|---|"]
-    for entry in curve["summary"]:
-        ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
-        lines.append(row_text(spec, entry, ratio))
+             + "; the control and the full layers carry no state.", "", *summary_table(spec, curve["summary"])]
     unable = {entry["architecture"]: entry["why"] for entry in curve["summary"] if entry.get("expressive") is False}
     if unable:
         lines += ["", "Architectures that cannot express the task, whatever their weights (their rows are no "
@@ -116,6 +109,19 @@ def markdown(curve: dict[str, Any], heading: str = "#") -> str:
               "did not find a solution; it does not prove that none exists. Where N·log2 N <= C the state can "
               "hold the whole table, so a hybrid that learns there is what the theory allows.", ""]
     return "\n".join(lines)
+
+
+def summary_table(spec: CapacitySpec, summary: list[dict[str, Any]]) -> list[str]:
+    """The curve's table at its own format, one row per (N, architecture, d_head): the page's, and the hierarchy's
+    where a curve has no judge formats."""
+    scanned = ("d_head | " if len(spec.d_heads) > 1 else "") + ("lr (chosen) | " if spec.lr_sweep else "")
+    lines = [f"| N | N·log2 N | N·log2 N / C | architecture | {scanned}Hdp | C (state bits) | accuracy mean "
+             "(min–max) | fp64 mean | evidence |",
+             "|---:|---:|---:|---|" + "---:|" * (scanned.count("|") + 2) + "---|---:|---|"]
+    for entry in summary:
+        ratio = f"{entry['ratio']:.3g}" if entry["ratio"] is not None else "—"
+        lines.append(row_text(spec, entry, ratio))
+    return lines
 
 
 def judged_table(spec: CapacitySpec, summary: list[dict[str, Any]]) -> list[str]:
@@ -242,4 +248,5 @@ def write(curve: dict[str, Any], out: str | Path) -> None:
         capacity_law.write(curve, out)
 
 
-__all__ = ["standing", "row_text", "head_widths", "learning_rates", "markdown", "plot", "write", "CANNOT_EXPRESS"]
+__all__ = ["standing", "row_text", "head_widths", "learning_rates", "markdown", "summary_table", "judged_table", "plot",
+           "write", "CANNOT_EXPRESS"]

@@ -1,20 +1,21 @@
-"""What `witness hierarchy` trains, stored once and replayed: the trained probes, their controls and the capacity curve.
+"""What `witness hierarchy` trains, stored once and replayed: the trained probes and their controls.
 
-Training is the one expensive part of the hierarchy (about an hour of torch on 2 cores) and the one part that
-certifies nothing, so the main job does not repeat it by default. `witness hierarchy --full` trains every
-network and capacity point and writes `DIR/trained.json` beside `DIR/networks/`: per trained network the job that
-trained it (architecture, budget, task, seed, protocol), its training reports and the file; and the capacity
-curve's rows. A later run (`--stored DIR`, by default the committed `docs/hierarchy`) replays them:
+Training is the one expensive part of the hierarchy and the one part that certifies nothing, so the main job does
+not repeat it by default. `witness hierarchy --full` trains every network and writes `DIR/trained.json` beside
+`DIR/networks/`: per trained network the job that trained it (architecture, budget, task, seed, protocol), its
+training reports and the file. A later run (`--stored DIR`, by default the committed `docs/hierarchy`) replays them:
 
 * every stored job must equal, field for field, the job this run would train (else `--full`: the stored
   networks answer another question);
-* the stored network and the capacity point that trained fastest are retrained here from their seeds and compared
-  bit for bit (`replay_network_job`: every array; `replay_capacity_job`: the point's `capacity.REPLAYED` fields).
-  Training is deterministic on one machine and install, so a difference means another trainer, torch or processor
-  made the stored material; the run says so in its report and does not claim the stored rows were reproduced;
+* the stored network that trained fastest is retrained here from its seed and compared, array by array, bit for bit
+  (`replay_network_job`). Training is deterministic on one machine and install, so a difference means another
+  trainer, torch or processor made the stored networks; the run says so in its report and does not claim the
+  stored rows were reproduced;
 * the searches then run fresh on the stored networks: only the weights are loaded, never a verdict.
 
-The report names, for every replayed row, the file it came from (`replayed_from`).
+The report names, for every replayed row, the file it came from (`replayed_from`). The capacity curves the report
+shows are not stored here: they are `witness capacity`'s, committed in their own folders (the configuration's
+`curves`), and every run replays a point of each (`experiments.hierarchy.jobs.curve_replay_job`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class TrainedNetwork(Row):
 
 @dataclass(frozen=True, kw_only=True)
 class ReplayCheck(Row):
-    """One stored network or capacity point retrained here and compared with what is stored (`matched`)."""
+    """One stored network retrained here and compared with what is stored (`matched`)."""
 
     what: str
     file: str
@@ -118,26 +119,12 @@ def replay_network_job(job: dict[str, Any]) -> ReplayCheck:
                        f"{len(differ)} arrays differ (first: {differ[0]})")
 
 
-def replay_capacity_job(job: dict[str, Any]) -> ReplayCheck:
-    """Retrain one stored capacity point and compare its replayed fields with the stored row."""
-    from experiments import capacity
-
-    row = job["row"]
-    head = {"d_head": row["d_head"]} if "d_head" in row else {}  # rows stored before head widths were scanned
-    point = capacity.point_job({"spec": job["spec"], "size": row["size"], "architecture": row["architecture"],
-                                "seed": row["seed"], **head})
-    differ = capacity.replay_differences(point, row)
-    return ReplayCheck(what=f"capacity point N = {row['size']}, {row['architecture']}, seed {row['seed']}",
-                       file=job["file"], matched=not differ,
-                       detail=f"{', '.join(capacity.REPLAYED)} equal" if not differ else "; ".join(differ))
-
-
-def write(out: Path, networks: list[TrainedNetwork], capacity_curve: dict[str, Any] | None) -> None:
+def write(out: Path, networks: list[TrainedNetwork]) -> None:
     """DIR/trained.json: the store a later run replays (the separations it replays lie in DIR/separation/)."""
     store = {"about": "Written by `witness hierarchy --full`: every trained network (the job that trained it, "
-                      "its training reports, its file) and the capacity curve's rows. `witness hierarchy --stored "
-                      "DIR` replays them (experiments/trained.py).",
-             "networks": {entry.name: entry.to_json() for entry in networks}, "capacity": capacity_curve}
+                      "its training reports, its file). `witness hierarchy --stored DIR` replays them "
+                      "(experiments/trained.py).",
+             "networks": {entry.name: entry.to_json() for entry in networks}}
     (out / STORE).write_text(json.dumps(store, indent=1), encoding="utf-8")
 
 
@@ -151,8 +138,9 @@ class Store:
             raise ParameterError(f"--stored {folder}: is a file, not a folder `witness hierarchy --full` wrote")
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
+            # A store written before the hierarchy stopped training a capacity curve also holds its rows under
+            # "capacity": they are ignored (read gracefully, as nothing here needs them), the networks are replayed.
             self.networks = {name: TrainedNetwork.from_json(entry) for name, entry in raw["networks"].items()}
-            self.capacity: dict[str, Any] | None = raw.get("capacity")
         except FileNotFoundError:
             raise ParameterError(f"--stored {folder}: no {STORE} there (a folder `witness hierarchy --full` "
                                  "wrote); run with --full to train instead") from None
@@ -189,8 +177,7 @@ class Store:
 
     def training_seconds(self) -> float:
         """The seconds a --full run spent training what is stored."""
-        return sum(entry.seconds for entry in self.networks.values()) + sum(
-            row["seconds"] for row in (self.capacity or {}).get("rows", ()))
+        return sum(entry.seconds for entry in self.networks.values())
 
     def separation(self, L: int) -> Path:
         """The folder of the stored separation at depth L (a --full run scanned for it)."""
@@ -206,32 +193,14 @@ class Store:
             shutil.copyfile(self.path(name), target)
         return self.networks[name].file
 
-    def curve_for(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """The stored capacity curve, which must have been trained with exactly `spec`."""
-        if self.capacity is None:
-            raise ParameterError(f"{self.folder / STORE} holds no capacity curve; run with --full")
-        if self.capacity["spec"] != spec:
-            differ = sorted(key for key in set(spec) | set(self.capacity["spec"])
-                            if spec.get(key) != self.capacity["spec"].get(key))
-            raise ParameterError(f"the stored capacity curve was trained with other {', '.join(differ)}; run "
-                                 "with --full")
-        return self.capacity
-
-    def replay_jobs(self, names: list[str], with_capacity: bool) -> list[dict[str, Any]]:
-        """The bit-for-bit checks: the stored network among `names` and the capacity point that trained fastest."""
-        jobs = []
-        if names:
-            fastest = min(names, key=lambda name: self.networks[name].seconds)
-            jobs.append({"kind": "replay_network", "name": f"replay {fastest}",
-                         "entry": self.networks[fastest], "file": str(self.path(fastest)),
-                         "seconds": self.networks[fastest].seconds})
-        if with_capacity and self.capacity and self.capacity["rows"]:
-            row = min(self.capacity["rows"], key=lambda row: row["seconds"])
-            jobs.append({"kind": "replay_capacity", "name": f"replay capacity N={row['size']} {row['architecture']}",
-                         "spec": self.capacity["spec"], "row": row, "file": str(self.folder / STORE),
-                         "seconds": row["seconds"]})
-        return jobs
+    def replay_jobs(self, names: list[str]) -> list[dict[str, Any]]:
+        """The bit-for-bit check: the stored network among `names` that trained fastest, retrained here."""
+        if not names:
+            return []
+        fastest = min(names, key=lambda name: self.networks[name].seconds)
+        return [{"kind": "replay_network", "name": f"replay {fastest}", "entry": self.networks[fastest],
+                 "file": str(self.path(fastest)), "seconds": self.networks[fastest].seconds}]
 
 
-__all__ = ["Store", "TrainedNetwork", "ReplayCheck", "train_job", "replay_network_job", "replay_capacity_job",
-           "write", "training_key", "same_weights", "DEFAULT_STORE", "STORE"]
+__all__ = ["Store", "TrainedNetwork", "ReplayCheck", "train_job", "replay_network_job", "write", "training_key",
+           "same_weights", "DEFAULT_STORE", "STORE"]

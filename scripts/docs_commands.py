@@ -45,6 +45,7 @@ LONG = (
     Long("witness search hybrid --L 2", "about 15 s"),
     Long("witness search full --L 2", "about 10 s"),
     Long("witness search full --L 1 --m 8", "seconds, after the 4-minute `witness train` above it"),
+    Long("witness run cot.npz", "seconds, after the `witness train composition_cot` above it (about 5 s)"),
     Long("witness search sparse", "10-20 s"),
     Long("witness run deltanet-hybrid.npz", "seconds, after the search above it"),
     Long("witness run natural.npz", "seconds, after the search above it"),

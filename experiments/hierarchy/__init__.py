@@ -28,6 +28,9 @@ For every depth L of the configuration:
    semantics, no certificate); the report sets them beside the depth's decoder row and the hybrid Theorem 1.1 rules
    out. Every positive side and the decoder are also compiled at each of the section's `depths`, for the plot of
    layers against L.
+7. **capacity curves** -- per folder in `curves`, a curve `witness capacity` trained and committed
+   (`experiments.capacity`): reported from its own capacity.json, never trained here; the point of it that trained
+   fastest is retrained and compared with its stored row, bit for bit, in every run.
 
 A construction that is not installed (its entry point missing) becomes a row with status `not available` and the
 reason, never a silent omission.
@@ -40,7 +43,8 @@ The modules, each one role:
 * `rows` -- the typed rows the jobs return, and how report.json writes them;
 * `evidence` -- what a row is worth (its category), and the trained controls that decide it;
 * `run` -- the orchestration, `hierarchy(...)`, which writes report.json;
-* `words` -- the sentences the rows carry; `report` -- report.md; `plots` -- the plots.
+* `words` -- the sentences the rows carry; `report` -- report.md; `plots` -- the plots;
+* `curves` -- the committed capacity curves: report.json's entry, summary line and report.md section of each.
 """
 
 from experiments.hierarchy.config import Config, load_config

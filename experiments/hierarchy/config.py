@@ -16,8 +16,10 @@ The sections:
   at which the chain-of-thought and encoder constructions are compiled and run on every input at each format (the
   exhaustive p* search: each family must be enumerable), and the depths at which every positive side is compiled
   for the plot of layers against L;
-* `capacity` (optional): the fields of `experiments.capacity.CapacitySpec`, a capacity curve trained beside the
-  probes.
+* `curves` (optional, a list): committed capacity curves, each a folder relative to the repository's docs/ (e.g.
+  "capacity/dhead") that `witness capacity` wrote (capacity.json, capacity.md, capacity.png). The hierarchy trains
+  no curve of its own: it reports each named curve and retrains its fastest point to check that today's trainer
+  still gives the stored row (`experiments.capacity.fastest_replay`).
 
 An `effort` holds the search function's own keyword settings (samples, hypothesis_examples, train_steps, ...),
 passed through unchanged.
@@ -30,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from experiments.capacity import CapacitySpec
+from experiments.capacity import distinct, read_curve
 from verify import precision
 from witness.arith import arithmetic, parse_format
 from witness.errors import FileFormatError, ParameterError, WitnessError
@@ -38,6 +40,9 @@ from witness.tasks import task_from_params
 from witness.tasks.base import DEFAULT_ENUMERATION_LIMIT, check_int
 
 DEFAULT_CONFIG = Path(__file__).parents[1] / "hierarchy.json"
+#: The folder the `curves` are relative to: the repository's docs/, where `witness capacity` curves are committed
+#: (found as `experiments.trained.DEFAULT_STORE` finds docs/hierarchy).
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SECTIONS = ("levels", "certify", "precision_sweep", "probes", "two_sum")
 #: The paper's two tasks: that of the `levels` section (one composition task per depth) and of `two_sum`.
 COMPOSITION, TWO_SUM = "composition", "two_sum"
@@ -109,7 +114,7 @@ class Config:
     effort: dict[str, Any]
     two_sum: TwoSumConfig
     separation: tuple[int, ...] = ()
-    capacity: dict[str, Any] | None = None  # as configured: report.json repeats it so
+    curves: tuple[str, ...] = ()
     positive_sides: tuple[Level, ...] = ()
     depths: tuple[int, ...] = ()
 
@@ -126,7 +131,7 @@ class Config:
                 raise ParameterError(f"format family must be one of {sorted(precision.FAMILIES)}, got {family!r}")
         arithmetic(parse_format(self.fallback_format), self.semantics)  # a format the semantics can run
         object.__setattr__(self, "runs", _runs(self.runs))
-        self.capacity_spec()  # raises ParameterError on a bad curve
+        object.__setattr__(self, "curves", _curves(self.curves))
 
     def _check_positive_side(self, level: Level) -> None:
         """A positive side stands beside its depth's decoder row, and its p* search runs every input at each
@@ -140,8 +145,10 @@ class Config:
             raise ParameterError(f"positive side L = {level.L} (m = {level.m}, n = {list(level.n)}): {count} inputs, "
                                  f"more than the {DEFAULT_ENUMERATION_LIMIT} an exhaustive search enumerates")
 
-    def capacity_spec(self) -> CapacitySpec | None:
-        return None if self.capacity is None else CapacitySpec(**self.capacity)
+    def curve_folders(self) -> dict[str, Path]:
+        """Each curve's folder: by how report.json names it (relative to the repository, "docs/capacity/dhead"),
+        where it lies."""
+        return {f"{DOCS.name}/{name}": DOCS / name for name in self.curves}
 
     def select(self, depths: list[int] | None) -> Config:
         """The same configuration restricted to the depths `depths` (each must be configured)."""
@@ -164,8 +171,30 @@ class Config:
                 "probes": {"runs": [run.to_json() for run in self.runs], "mixer": self.mixer,
                            "linear_per_gap": self.linear_per_gap, "effort": self.effort},
                 "two_sum": self.two_sum.to_json(), "separation": {"L": list(self.separation)},
-                "capacity": self.capacity,
+                "curves": list(self.curves),
                 "positive_sides": {"levels": _levels_json(self.positive_sides), "depths": list(self.depths)}}
+
+
+def _curves(curves) -> tuple[str, ...]:
+    """The `curves` entries (as POSIX paths), each refused in one line unless it is a folder below docs/ that holds a
+    curve `witness capacity` wrote: a path that could leave docs/ would make the report depend on what lies outside
+    the repository."""
+    if isinstance(curves, str) or not isinstance(curves, (list, tuple)):
+        raise ParameterError(f"curves must be a list of folders relative to docs/ (e.g. [\"capacity/dhead\"]), "
+                             f"got {curves!r}")
+    for name in curves:
+        if not isinstance(name, str) or not name:
+            raise ParameterError(f"curves: {name!r} is not a folder relative to docs/ (e.g. \"capacity/dhead\")")
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ParameterError(f"curves: {name!r} must be a folder relative to docs/ without \"..\" "
+                                 "(e.g. \"capacity/dhead\")")
+    names = distinct("curves", [Path(name).as_posix() for name in curves])
+    for name in names:
+        try:
+            read_curve(DOCS / name)
+        except WitnessError as exc:
+            raise type(exc)(f"curves: {exc}") from None
+    return names
 
 
 def _levels_json(levels: tuple[Level, ...]) -> dict[str, dict[str, Any]]:
@@ -206,7 +235,7 @@ def load_config(path: str | Path | None = None, quick: bool = False) -> Config:
             two_sum=TwoSumConfig(**{key: two_sum[key] for key in ("n", "M", "t", "block", "k", "effort")},
                                  runs=_read_runs(two_sum["runs"])),
             separation=tuple(int(L) for L in raw.get("separation", {}).get("L", [])),
-            capacity=raw.get("capacity"), positive_sides=_read_levels(positive.get("levels", {})),
+            curves=raw.get("curves", ()), positive_sides=_read_levels(positive.get("levels", {})),
             depths=tuple(positive.get("depths", ())))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, WitnessError):

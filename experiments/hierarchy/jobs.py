@@ -1,9 +1,9 @@
 """The job kinds of `witness hierarchy`: one function each, dispatched by `run_job` through `JOBS`.
 
 A job is a plain dict (`experiments.hierarchy.plan` writes them; it travels to a worker process as it is) and
-returns a typed row (`experiments.hierarchy.rows`, `experiments.capacity.CapacityPoint`,
-`experiments.trained.TrainedNetwork` / `ReplayCheck`). A job writes its network and certificate under the output
-folder itself, so with a scheduler that folder must be on a file system the workers share.
+returns a typed row (`experiments.hierarchy.rows`, `experiments.trained.TrainedNetwork` / `ReplayCheck`). A job
+writes its network and certificate under the output folder itself, so with a scheduler that folder must be on a
+file system the workers share.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from experiments import capacity, separation, trained
 import experiments.hierarchy.words as words
 from experiments.hierarchy.rows import (
-    CERTIFIED, EXHAUSTIVE, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN, ConstructionRow, DepthCurve, PositiveSideRow,
-    PrecisionPoint, ProbeRow, SeparationRow)
+    CERTIFIED, EXHAUSTIVE, FAILURES, NONE_FOUND, NOT_AVAILABLE, UNKNOWN, ConstructionRow, CurveReplay, DepthCurve,
+    PositiveSideRow, PrecisionPoint, ProbeRow, SeparationRow)
 from lab.architectures import cannot_express
 from verify import precision
 from verify import theorems as theorem_bounds
@@ -175,11 +175,20 @@ def separation_job(job: dict[str, Any]) -> SeparationRow:
         replayed_from=replayed_from)
 
 
+def curve_replay_job(job: dict[str, Any]) -> CurveReplay:
+    """Retrain the point of a committed capacity curve that trained fastest (`job["point"]`, the point job
+    `capacity.fastest_replay` made) and compare it with the stored row (`job["row"]`), bit for bit: the curve was
+    committed apart from the hierarchy's store, so every run checks that today's trainer still gives its rows."""
+    row = job["row"]
+    differences = capacity.replay_differences(capacity.point_job(job["point"]), row)
+    return CurveReplay(folder=job["folder"], point={field: row[field] for field in capacity.POINT},
+                       matched=not differences, differences=differences)
+
+
 #: Every job kind: `job["kind"]` -> the function that runs it.
 JOBS = {"construction": construction_job, "precision": precision_job, "probe": probe_job,
         "separation": separation_job, "positive side": positive_side_job, "depth": depth_job,
-        "capacity": capacity.point_job, "train": trained.train_job,
-        "replay_network": trained.replay_network_job, "replay_capacity": trained.replay_capacity_job}
+        "curve replay": curve_replay_job, "train": trained.train_job, "replay_network": trained.replay_network_job}
 
 
 def run_job(job: dict[str, Any]) -> Any:

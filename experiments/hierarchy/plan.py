@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments import trained
-from experiments.capacity import CapacitySpec, plain_spec
+from experiments import capacity, trained
 import experiments.hierarchy.words as words
 from experiments.hierarchy.config import COMPOSITION, TWO_SUM, Config, Level, Run
 from experiments.hierarchy.rows import ConstructionRow
@@ -131,20 +130,20 @@ def within_budgets(jobs: list[dict[str, Any]], constructions: dict[str, Construc
     return placed
 
 
-def capacity_jobs(config: Config) -> list[dict[str, Any]]:
-    spec = config.capacity_spec()
-    if spec is None:
-        return []
-    several = len(spec.d_heads) > 1  # name the head width only where the curve scans more than one
-    return [{"kind": "capacity", "name": f"capacity N={size} {name}{f' d_head {d_head}' if several else ''} s{seed}",
-             "spec": config.capacity, "size": size, "architecture": name, "d_head": d_head, "seed": seed}
-            for size in spec.sizes for name in spec.architectures() for d_head in spec.d_heads for seed in spec.seeds]
+def committed_curves(config: Config) -> dict[str, dict[str, Any]]:
+    """The configuration's committed capacity curves (`capacity.read_curve`), by the folder report.json names."""
+    return {folder: capacity.read_curve(path) for folder, path in config.curve_folders().items()}
 
 
-def curve_spec(config: Config) -> dict[str, Any] | None:
-    """The capacity curve's protocol as trained.json and report.json hold it (every field, defaults filled in)."""
-    spec = config.capacity_spec()
-    return None if spec is None else plain_spec(spec)
+def curve_jobs(curves: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per committed curve, the job that retrains its fastest stored point and compares it with the stored row."""
+    jobs = []
+    for folder, curve in curves.items():
+        row, point = capacity.fastest_replay(capacity.CapacitySpec(**curve["spec"]), curve["rows"])
+        jobs.append({"kind": "curve replay", "name": f"replay {folder} N={row['size']} {row['architecture']} "
+                                                    f"d_head {row['d_head']} s{row['seed']}",
+                     "folder": folder, "point": point, "row": row, "seconds": row["seconds"]})
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -169,8 +168,9 @@ def bounds_questions(config: Config) -> dict[str, BoundsQuestion]:
 
 
 #: Seconds one worker takes for a job, measured on the 2-core machine (docs/benchmarks.md): the bar's estimate of
-#: the work ahead, never a limit. A replay check retrains stored material: it takes the seconds the store says.
-ESTIMATED_SECONDS = {"construction": 1.0, "precision": 1.0, "probe": 3.0, "capacity": 150.0, "depth": 0.5,
+#: the work ahead, never a limit. A replay check (a stored network, a committed curve's point) retrains stored
+#: material: it takes the seconds stored with it.
+ESTIMATED_SECONDS = {"construction": 1.0, "precision": 1.0, "probe": 3.0, "depth": 0.5,
                      "positive side": {1: 0.5, 2: 2.0, 3: 1.0},
                      "train": {1: 20.0, 2: 55.0, 3: 300.0, None: 30.0}, "separation": {1: 2.0, 2: 20.0},
                      "separation recheck": {1: 1.0, 2: 25.0}}
@@ -181,8 +181,6 @@ def estimated_seconds(job: dict[str, Any]) -> float:
         return float(job["seconds"])
     if job["kind"] == "separation" and job.get("stored"):
         return ESTIMATED_SECONDS["separation recheck"].get(job["L"], 30.0)
-    if job["kind"] == "capacity":  # about 150 s per 16,000 steps at the default budget, and a start-up
-        return 5.0 + ESTIMATED_SECONDS["capacity"] * CapacitySpec(**job["spec"]).steps / 16000
     guess = ESTIMATED_SECONDS.get(job["kind"], 1.0)
     return float(guess.get(job.get("L"), 30.0) if isinstance(guess, dict) else guess)
 
@@ -200,7 +198,7 @@ def plan_words(costs: dict[str, float], engine: Engine, store: trained.Store | N
             f"(about {sum(costs.values()) / 60 / workers:.0f} min if they share it evenly)")
     if store is not None:
         scans = sum(estimated_seconds({"kind": "separation", "L": L}) for L in config.separation)
-        said += (f"; trained networks, capacity curve and separation scans replayed from {store.display('')} "
+        said += (f"; trained networks and separation scans replayed from {store.display('')} "
                  f"(--full computes them here: about {(store.training_seconds() + scans) / 60:.0f} min of work "
                  "more)")
     return said

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from experiments import capacity, capacity_report
 from experiments.hierarchy.config import COMPOSITION, TWO_SUM
+from experiments.hierarchy.curves import capacity_words, curves_section
 from experiments.hierarchy.evidence import (CANNOT_EXPRESS, CATEGORIES, CONTROL, EVIDENCE, NO_EVIDENCE, PROVEN,
                                              UNTRAINED)
 from experiments.hierarchy.plan import COMPOSITION_REFERENCE, DEPTH_FAMILY
@@ -259,8 +259,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append("* **Cannot express the task** (proven for the architecture, whatever its weights, so these "
                      "trained rows say nothing about training): " + ", ".join(row["name"] for row in of[CANNOT_EXPRESS])
                      + ".")
-    if report.get("capacity"):
-        lines.append(capacity_words(report["capacity"]))
+    lines += [capacity_words(curve) for curve in report["capacity"]]
     neither = len(of[UNTRAINED]) + len(of[NO_EVIDENCE])
     unknown = sum(row["status"] in (UNKNOWN, NOT_AVAILABLE) for row in rows)
     lines.append(f"* **Neither**: {_count(len(of[UNTRAINED]), 'probe')} with random or hand-set weights (their "
@@ -273,28 +272,6 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.insert(0, "* **Smoke run** (`--quick`): small sizes, few inputs, a few training steps — it shows that "
                         "the pipeline runs end to end; none of its trained rows is evidence.")
     return lines
-
-
-def capacity_words(curve: dict[str, Any]) -> str:
-    """The capacity curve's line of the summary: where the control learned, and what fell there (an architecture
-    that cannot express the task is named apart: its fall says nothing about training)."""
-    learned = sorted({entry["size"] for entry in curve["summary"] if entry["architecture"] == capacity.CONTROL
-                      and entry["control_learned"]})
-    unable = sorted({entry["architecture"] for entry in curve["summary"] if entry.get("expressive") is False})
-    fell = [entry for entry in curve["summary"] if entry["architecture"] not in [capacity.CONTROL, *unable]
-            and entry["control_learned"] and entry["mean"] < capacity.LEARNED]
-    spec = curve["spec"]
-    best = max(fell, key=lambda entry: entry["mean"], default=None)
-    head = f"* **Capacity curve** (L = {spec['L']}, {spec['format']} {spec['semantics']}): "
-    if not learned:
-        return head + "the control learned at no size, so no point of the curve is evidence."
-    return (head + f"the control learned at N = {', '.join(map(str, learned))}"
-            + (f"; {_count(len(fell), 'point')} of other architectures fell there (best: "
-               f"{best['architecture']}, {best['mean']:.2f} at N = {best['size']}) — training did not "
-               "find a solution at this budget, which does not prove that none exists" if best else
-               f"; every other architecture{' but those that cannot express the task' if unable else ''} learned "
-               "there too")
-            + (f"; {', '.join(unable)} cannot express the task, whatever the weights" if unable else "") + ".")
 
 
 def trained_words(report: dict[str, Any]) -> str:
@@ -339,19 +316,6 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         plots = ["Plots not drawn: they need matplotlib (`pip install -e '.[plots]'`)."]
     missing = sorted({row["name"] for row in rows + report["positive_sides"] if row["status"] == NOT_AVAILABLE}
                      | {curve["construction"] for curve in report["depths"] if curve.get("missing")})
-    curve = []
-    if "capacity" in report:
-        source = report["capacity"].get("replayed_from")
-        curve = ["## Capacity curves: where trained architectures part", "",
-                 *([f"Rows replayed from `{source}`, not trained in this run (one point was retrained here: see "
-                    "the summary).", ""] if source else []),
-                 capacity_report.markdown(report["capacity"], heading="###")]
-        try:
-            capacity_report.plot(report["capacity"], out / "plots" / "capacity.png")
-            drawn.append("plots/capacity.png")
-            curve += ["![accuracy against N log2 N / C](plots/capacity.png)", ""]
-        except ImportError:
-            pass
     untrained = [row for row in rows if row.get("category") == UNTRAINED]
     lines = [
         "# The hierarchy, reproduced",
@@ -385,7 +349,7 @@ def write(out: Path, report: dict[str, Any]) -> list[str]:
         "",
         *outcome_plot,
         *positive_sides_section(report, depth_plot),
-        *curve,
+        *curves_section(report, out),
         "## Untrained weights: failures that say nothing about the architecture",
         "",
         "Random initialisations, and the 2-Sum construction's own weights run under sparse attention: each row is "

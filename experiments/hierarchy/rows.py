@@ -177,6 +177,19 @@ class BoundsRow(Row):
     separation: str | None = optional()
 
 
+@dataclass(frozen=True, kw_only=True)
+class CurveReplay(Row):
+    """A committed capacity curve (`folder`, relative to the repository) checked against today's trainer: its
+    stored point that trained fastest (`point`: size, architecture, d_head, seed) retrained here and compared with
+    the stored row, bit for bit (`experiments.capacity.REPLAYED`); `differences` in words, none where it `matched`.
+    The curve's rows stay in its own capacity.json: report.json names the folder."""
+
+    folder: str
+    point: dict[str, Any]
+    matched: bool
+    differences: list[str]
+
+
 #: The rows of report.json's "rows", by their stage.
 OUTCOME_ROWS = {cls.STAGE: cls for cls in (ConstructionRow, SeparationRow, ProbeRow)}
 OutcomeRow = ConstructionRow | SeparationRow | ProbeRow

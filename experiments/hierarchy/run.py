@@ -13,15 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments import capacity, trained
-from experiments.capacity import CapacityPoint
+from experiments import trained
 import experiments.hierarchy.plan as plan
 import experiments.hierarchy.report as written
 from experiments.hierarchy.config import Config
+from experiments.hierarchy.curves import curve_entry
 from experiments.hierarchy.evidence import category_of, judge_against_controls
 from experiments.hierarchy.jobs import run_job
-from experiments.hierarchy.rows import (BoundsRow, ConstructionRow, DepthCurve, OutcomeRow, PositiveSideRow,
-                                        PrecisionPoint, ProbeRow, SeparationRow)
+from experiments.hierarchy.rows import (BoundsRow, ConstructionRow, CurveReplay, DepthCurve, OutcomeRow,
+                                        PositiveSideRow, PrecisionPoint, ProbeRow, SeparationRow)
 from lab.sweep import Engine, sweep
 from verify import theorems as theorem_bounds
 from witness.progress import RunBar
@@ -61,8 +61,10 @@ def of_type(results: list[Any], kind: type) -> list[Any]:
 def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store: trained.Store | None = None,
               quick: bool = False) -> dict[str, Any]:
     """Run every stage and write DIR/report.md, DIR/report.json, DIR/plots/*.png, DIR/networks, DIR/certificates;
-    return the report's JSON object. With `store` the trained networks and the capacity curve are replayed from it
-    (`experiments.trained`); without, they are trained here and DIR/trained.json is written for later replays.
+    return the report's JSON object. With `store` the trained networks are replayed from it (`experiments.trained`);
+    without, they are trained here and DIR/trained.json is written for later replays. Either way each committed
+    capacity curve of the configuration (`curves`) is reported from its own folder, and its fastest point retrained
+    here and compared with the stored row: the curves are committed apart from the store.
 
     DIR/report.md and report.json exist from the first second on: until the run ends they say that it has not
     finished and what has (so a run that is stopped, even killed, leaves an honest folder)."""
@@ -72,25 +74,21 @@ def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store:
     probes = plan.probe_plan(config, out)
     learned = [job for job in probes if job["weights"] == "trained"]
     untrained = [job for job in probes if job["weights"] != "trained"]
-    curve_spec = plan.curve_spec(config)
-    first = plan.first_jobs(config, out)
+    curves = plan.committed_curves(config)
+    first = plan.first_jobs(config, out) + plan.curve_jobs(curves)
     if store is not None:
         for job in learned:
             store.entry_for(job, without=("shape",))  # refused now, not after stage 1
-        stored_curve = None if curve_spec is None else store.curve_for(curve_spec)
-        first = plan.rechecking_separations(first, store) + store.replay_jobs(
-            [job["name"] for job in learned], with_capacity=curve_spec is not None)
+        first = plan.rechecking_separations(first, store) + store.replay_jobs([job["name"] for job in learned])
     # the constructions come first, alone: every probe needs their budgets; the rest runs beside the probes
     constructions_first = [job for job in first if job["kind"] == "construction"]
     independent = [job for job in first if job["kind"] != "construction"]
-    later = probes + ([] if store is not None else [{**job, "kind": "train"} for job in learned]
-                      + plan.capacity_jobs(config))
+    later = probes + ([] if store is not None else [{**job, "kind": "train"} for job in learned])
     report: dict[str, Any] = {
         "complete": False, "quick": quick, "config": config.to_json(), "engine": engine.describe(),
-        "rows": [], "precision": [], "bounds": [], "positive_sides": [], "depths": [], "seconds": {},
+        "rows": [], "precision": [], "bounds": [], "positive_sides": [], "depths": [], "capacity": [], "seconds": {},
         "finished_stages": [],
-        "trained": {"mode": "replayed" if store is not None else ("trained here" if learned or curve_spec else
-                                                                  "none"),
+        "trained": {"mode": "replayed" if store is not None else ("trained here" if learned else "none"),
                     "store": None if store is None else store.display(trained.STORE), "checks": []}}
     costs = {plan.bar_name(job): plan.estimated_seconds(job) for job in first + later}
     run_bar = RunBar(costs, "witness hierarchy", engine.workers or 1)
@@ -112,27 +110,21 @@ def hierarchy(out: str | Path, config: Config, engine: Engine = Engine(), store:
                                          "replayed_from": store.display(entry.file)}
             done = stages.run(STAGES[1], independent + [by_name[job["name"]] for job in probes])
             searched = of_type(done, ProbeRow)
-            curve_rows = stored_curve["rows"] if stored_curve else []
         else:
             trainings = [{**by_name[job["name"]], "kind": "train"} for job in learned]
-            done = stages.run(STAGES[1], independent + [by_name[job["name"]] for job in untrained] + trainings
-                              + plan.capacity_jobs(config))
+            done = stages.run(STAGES[1], independent + [by_name[job["name"]] for job in untrained] + trainings)
             entries = of_type(done, trained.TrainedNetwork)
             for entry in entries:
                 by_name[entry.name] |= {"weights_file": str(out / entry.file), "training_reports": entry.training}
             searched = of_type(done, ProbeRow) + stages.run(STAGES[2], [by_name[job["name"]] for job in learned])
-            curve_rows = [point.to_json() for point in of_type(done, CapacityPoint)]
-            trained.write(out, entries, {"spec": curve_spec, "rows": curve_rows} if curve_spec else None)
+            trained.write(out, entries)
         rows = constructions + of_type(done, SeparationRow) + judge_against_controls(searched)
         report["precision"] = [point.to_json() for point in of_type(done, PrecisionPoint)]
         report["positive_sides"] = [row.to_json() for row in of_type(done, PositiveSideRow)]
         report["depths"] = [curve.to_json() for curve in of_type(done, DepthCurve)]
         report["trained"]["checks"] = [check.to_json() for check in of_type(done, trained.ReplayCheck)]
         report["rows"] = [{**row.to_json(), "category": category_of(row)} for row in rows]
-        if curve_spec is not None:
-            report["capacity"] = {"spec": curve_spec, "rows": curve_rows,
-                                  "summary": capacity.summarise(capacity.CapacitySpec(**curve_spec), curve_rows),
-                                  "replayed_from": None if store is None else store.display(trained.STORE)}
+        report["capacity"] = [curve_entry(curves[replay.folder], replay) for replay in of_type(done, CurveReplay)]
         report["bounds"] = [row.to_json() for row in bounds_rows(plan.bounds_questions(config), rows)]
         report["complete"] = True
         report["plots"] = written.write(out, report)

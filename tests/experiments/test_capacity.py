@@ -62,7 +62,7 @@ def test_an_architecture_that_cannot_express_the_task_is_never_counted_as_eviden
     summary and rows; a point without the field (stored before the label) reads as it always did."""
     from experiments.hierarchy import judge_against_controls
     from experiments.hierarchy.evidence import CANNOT_EXPRESS, category_of
-    from experiments.hierarchy.report import capacity_words
+    from experiments.hierarchy.curves import capacity_words
     from experiments.hierarchy.rows import ProbeRow
 
     unable = {"expressive": False, "why": "one layer, no MLP"}
@@ -73,9 +73,11 @@ def test_an_architecture_that_cannot_express_the_task_is_never_counted_as_eviden
     summary = {e["architecture"]: e for e in capacity.summarise(dataclasses.replace(SPEC, sizes=(4,)), rows)}
     assert capacity_report.standing(summary["1 full"]) == capacity_report.CANNOT_EXPRESS
     assert capacity_report.standing(summary["0 full + deltanet"]).startswith("fell below C")
-    words = capacity_words({"spec": capacity.plain_spec(SPEC), "summary": list(summary.values())})
+    words = capacity_words({"folder": "docs/capacity/x", "spec": capacity.plain_spec(SPEC),
+                            "summary": list(summary.values()), "replay": {"matched": True}})
     assert "1 point of other architectures fell there (best: 0 full + deltanet" in words
-    assert words.endswith("; 1 full cannot express the task, whatever the weights.")
+    assert words.endswith("; 1 full cannot express the task, whatever the weights. Its replayed point matched bit "
+                          "for bit.")
 
     def probe(name, control=False, expressive=None):
         return ProbeRow(L=1, task="composition", name=name, architecture=name, params={}, weights="trained", seed=0,
@@ -206,7 +208,7 @@ def test_a_tiny_fair_curve_records_every_field_and_a_chosen_lr_of_the_sweep(tmp_
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED_CURVES = ["docs/capacity/capacity", "docs/capacity/small/capacity", "docs/capacity/L2/capacity",
-                 "docs/capacity/dhead/capacity"]
+                 "docs/capacity/dhead/capacity", "docs/capacity/L2-d16/capacity"]
 
 
 @pytest.mark.parametrize("stem", STORED_CURVES)
@@ -218,7 +220,8 @@ def test_the_stored_curves_still_render_byte_for_byte(stem):
     assert capacity_report.markdown(curve) == page
     spec = capacity.CapacitySpec(**curve["spec"])
     assert capacity_report.markdown({**curve, "summary": capacity.summarise(spec, curve["rows"])}) == page
-    assert capacity.plain_spec(spec) == curve["spec"]  # the hierarchy's replay compares these dicts
+    assert capacity.plain_spec(spec) == curve["spec"]  # an old curve's spec reads back as it was written
+    assert capacity.read_curve((ROOT / stem).parent) == curve  # each is a curve the hierarchy's `curves` may name
 
 
 def test_a_stored_curve_of_the_old_row_format_is_reused(tmp_path):

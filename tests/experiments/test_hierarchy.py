@@ -8,6 +8,7 @@ over the task's definition), not from witness.tasks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -73,7 +74,11 @@ def test_report_covers_every_level_and_writes_its_files(report):
         assert row["architecture"] in text
     for plot in payload["plots"]:
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(payload["plots"]) == 4 and {"plots/capacity.png", "plots/depths.png"} <= set(payload["plots"])
+    # the hierarchy draws no capacity plot: a committed curve's own capacity.png lies beside its page
+    assert payload["plots"] == ["plots/min_precision.png", "plots/outcomes.png", "plots/depths.png"]
+    assert payload["capacity"] == [] and payload["config"]["curves"] == []  # --quick names no committed curve
+    curves = text.split("## Capacity curves: where trained architectures part\n\n", 1)[1].split("\n## ", 1)[0]
+    assert curves.startswith("This configuration names no committed curve")
     assert {item["task"] for item in payload["bounds"]} >= {"composition"}
 
 
@@ -154,6 +159,34 @@ def test_bad_configuration_and_levels_are_one_line_errors(tmp_path, capsys):
     assert main(["hierarchy", "--out", str(tmp_path), "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("witness: error:") for line in err)
+
+
+@pytest.mark.parametrize("curves, says", [
+    (["/work/docs/capacity/dhead"], "must be a folder relative to docs/ without \"..\""),
+    (["../docs/capacity/dhead"], "must be a folder relative to docs/ without \"..\""),
+    (["hierarchy"], "no capacity.json there"),
+    (["capacity/dhead", "capacity/dhead/"], "lists capacity/dhead more than once"),
+    ("capacity/dhead", "must be a list of folders"),
+])
+def test_a_bad_curves_entry_is_refused_in_one_line(tmp_path, capsys, curves, says):
+    raw = json.loads((Path(__file__).parents[2] / "experiments" / "hierarchy.json").read_text())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**raw, "curves": curves}))
+    with pytest.raises(ParameterError, match="^curves") as refused:
+        load_config(bad)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert main(["hierarchy", "--out", str(tmp_path / "out"), "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("witness: error: curves") and says in err[0]
+
+
+def test_a_folder_whose_capacity_json_is_no_curve_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr("experiments.hierarchy.config.DOCS", tmp_path)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "capacity.json").write_text('{"spec": {"L": 1}, "rows": []}')
+    with pytest.raises(FileFormatError, match="^curves: .*not a curve `witness capacity` wrote") as refused:
+        dataclasses.replace(load_config(quick=True), curves=("broken",))
+    assert "\n" not in str(refused.value)
 
 
 def probe_row(L, name, failing, tried, control=False, weights="trained"):
