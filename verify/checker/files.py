@@ -219,14 +219,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+#: The most decimal digits an integer of a certificate may have, written or read: about 3x the longest committed
+#: (102,253 digits in the L = 3 separation's certificate). Python converts decimal text in quadratic time (a
+#: million digits take about 7 s), so a longer number is refused rather than read.
+CERTIFICATE_DIGITS = 300_000
+
+
 @contextmanager
 def whole_integers() -> Iterator[None]:
-    """Python's limit on the digits of an int written as or read from decimal text (4,300 by default) lifted, and
-    put back after: a certificate at the theorems' scale holds integers of tens of thousands of digits (m = 2^963 - 2
-    has 290, log2 n = 20,624 at L = 2 means m has 6,209), and JSON writes ints in decimal."""
+    """Python's limit on the digits of an int written as or read from decimal text (4,300 by default) raised to
+    CERTIFICATE_DIGITS, and put back after: a certificate at the theorems' scale holds integers of tens of
+    thousands of digits (at L = 2, m = 2^10312 has 3,105), and JSON writes ints in decimal."""
     limit = getattr(sys, "get_int_max_str_digits", lambda: None)()
     if limit is not None:
-        sys.set_int_max_str_digits(0)
+        sys.set_int_max_str_digits(0 if limit == 0 else max(limit, CERTIFICATE_DIGITS))
     try:
         yield
     finally:
